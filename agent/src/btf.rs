@@ -1,0 +1,247 @@
+//! Struct offsets from the running kernel's BTF (`/sys/kernel/btf/vmlinux`).
+//!
+//! Rust eBPF has no CO-RE relocations, so every field the programs read is located here at
+//! start and passed to them in [`ProbeConfig`]. A field that cannot be found stays
+//! [`OFFSET_UNKNOWN`]: the programs then skip it and the report says the column is unknown.
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use btf_rs::{Btf, Type};
+use ppscope_common::{KernelOffsets, OFFSET_UNKNOWN};
+
+pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
+
+/// The kernel's type information, loaded once.
+pub struct KernelBtf {
+    btf: Btf,
+}
+
+/// Each offset with the member path it came from, for `doctor` and the report.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ResolvedField {
+    pub name: &'static str,
+    /// The member path that matched, e.g. `page_pool.slow.netdev`; None when none did.
+    pub path: Option<String>,
+    pub offset: Option<u32>,
+}
+
+impl KernelBtf {
+    pub fn load(path: &Path) -> Result<Self> {
+        let btf = Btf::from_file(path).with_context(|| {
+            format!(
+                "cannot read the kernel's BTF at {} (needs CONFIG_DEBUG_INFO_BTF)",
+                path.display()
+            )
+        })?;
+        Ok(Self { btf })
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        Ok(Self {
+            btf: Btf::from_bytes(bytes).context("not valid BTF")?,
+        })
+    }
+
+    /// Byte offset of `path` (member names, e.g. `["slow", "netdev"]`) inside `struct name`.
+    /// Anonymous struct and union members are searched through, as C does.
+    pub fn member_offset(&self, name: &str, path: &[&str]) -> Option<u32> {
+        let ty = self.find_struct(name)?;
+        self.walk(&ty, path, 0)
+    }
+
+    /// Number of parameters of the kernel function `name`, if BTF describes it.
+    pub fn func_param_count(&self, name: &str) -> Option<usize> {
+        for ty in self.btf.resolve_types_by_name(name).ok()? {
+            if let Type::Func(func) = ty {
+                if let Ok(Type::FuncProto(proto)) = self.btf.resolve_chained_type(&func) {
+                    return Some(proto.parameters.len());
+                }
+            }
+        }
+        None
+    }
+
+    fn find_struct(&self, name: &str) -> Option<Type> {
+        self.btf
+            .resolve_types_by_name(name)
+            .ok()?
+            .into_iter()
+            .find(|t| matches!(t, Type::Struct(s) if !s.members.is_empty()))
+    }
+
+    /// Strips typedefs and qualifiers down to the underlying type.
+    fn underlying(&self, mut ty: Type) -> Option<Type> {
+        for _ in 0..16 {
+            match ty {
+                Type::Typedef(_)
+                | Type::Volatile(_)
+                | Type::Const(_)
+                | Type::Restrict(_)
+                | Type::TypeTag(_) => {
+                    ty = self.btf.resolve_chained_type(ty.as_btf_type()?).ok()?;
+                }
+                other => return Some(other),
+            }
+        }
+        None
+    }
+
+    fn walk(&self, ty: &Type, path: &[&str], base_bits: u32) -> Option<u32> {
+        let (Type::Struct(st) | Type::Union(st)) = ty else {
+            return None;
+        };
+        let (want, rest) = path.split_first()?;
+        for m in &st.members {
+            let name = self.btf.resolve_name(m).unwrap_or_default();
+            let bits = base_bits + m.bit_offset();
+            if m.bitfield_size().is_some_and(|s| s != 0) {
+                continue;
+            }
+            let member_ty = self
+                .btf
+                .resolve_chained_type(m)
+                .ok()
+                .and_then(|t| self.underlying(t));
+            if name.is_empty() {
+                // Anonymous struct/union: its members belong to the enclosing struct.
+                if let Some(inner) = &member_ty {
+                    if let Some(off) = self.walk(inner, path, bits) {
+                        return Some(off);
+                    }
+                }
+                continue;
+            }
+            if name != *want {
+                continue;
+            }
+            if rest.is_empty() {
+                return (bits % 8 == 0).then_some(bits / 8);
+            }
+            return self.walk(member_ty.as_ref()?, rest, bits);
+        }
+        None
+    }
+
+    /// Tries each candidate path in turn (newest kernel layout first).
+    fn first_of(
+        &self,
+        name: &'static str,
+        st: &str,
+        candidates: &[&[&str]],
+    ) -> (ResolvedField, u32) {
+        for c in candidates {
+            if let Some(off) = self.member_offset(st, c) {
+                let field = ResolvedField {
+                    name,
+                    path: Some(format!("{st}.{}", c.join("."))),
+                    offset: Some(off),
+                };
+                return (field, off);
+            }
+        }
+        (
+            ResolvedField {
+                name,
+                path: None,
+                offset: None,
+            },
+            OFFSET_UNKNOWN,
+        )
+    }
+
+    /// Resolves every offset the programs use. Never fails: unknown fields stay unknown.
+    pub fn kernel_offsets(&self) -> (KernelOffsets, Vec<ResolvedField>) {
+        let mut fields = Vec::new();
+        let mut get = |name, st, cands: &[&[&str]]| {
+            let (f, off) = self.first_of(name, st, cands);
+            fields.push(f);
+            off
+        };
+        let offsets = KernelOffsets {
+            pool_alloc_count: get("alloc_count", "page_pool", &[&["alloc", "count"]]),
+            pool_alloc_cache: get("alloc_cache", "page_pool", &[&["alloc", "cache"]]),
+            pool_netdev: get(
+                "netdev",
+                "page_pool",
+                &[&["slow", "netdev"], &["p", "netdev"]],
+            ),
+            pool_napi: get("napi", "page_pool", &[&["p", "napi"]]),
+            napi_dev: get("napi_dev", "napi_struct", &[&["dev"]]),
+            pool_dev: get("device", "page_pool", &[&["p", "dev"]]),
+            netdev_dev: get("netdev_device", "net_device", &[&["dev"]]),
+            device_class: get("device_class", "device", &[&["class"]]),
+            class_name: get("class_name", "class", &[&["name"]]),
+            pool_queue_idx: get(
+                "queue_idx",
+                "page_pool",
+                &[&["slow", "queue_idx"], &["p", "queue_idx"]],
+            ),
+            pool_size: get("pool_size", "page_pool", &[&["p", "pool_size"]]),
+            pool_ring_size: get("ring_size", "page_pool", &[&["ring", "size"]]),
+            pool_user_id: get("netlink_id", "page_pool", &[&["user", "id"]]),
+            pool_order: get("order", "page_pool", &[&["p", "order"]]),
+            pool_mp: get("memory_provider", "page_pool", &[&["mp_ops"], &["mp_priv"]]),
+            netdev_ifindex: get("ifindex", "net_device", &[&["ifindex"]]),
+            netdev_name: get("ifname", "net_device", &[&["name"]]),
+            page_pp: get("page_pp", "page", &[&["pp"]]),
+        };
+        (offsets, fields)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host_btf() -> KernelBtf {
+        KernelBtf::load(Path::new(VMLINUX_BTF)).expect("this machine has vmlinux BTF")
+    }
+
+    #[test]
+    fn resolves_page_pool_fields_on_this_kernel() {
+        let btf = host_btf();
+        let (o, fields) = btf.kernel_offsets();
+        for f in &fields {
+            assert!(f.offset.is_some(), "unresolved on the host kernel: {f:?}");
+        }
+        // Facts that hold for every layout: the alloc cache follows its count, and the
+        // 128-entry cache alone is 1 KiB, so the ring lies beyond it.
+        assert!(o.pool_alloc_cache > o.pool_alloc_count);
+        assert!(o.pool_ring_size > o.pool_alloc_cache + 1024);
+        assert_ne!(o.netdev_ifindex, o.netdev_name);
+    }
+
+    #[test]
+    fn anonymous_members_are_searched() {
+        // `struct page`'s `pp` sits inside anonymous unions/structs: a flat search misses it.
+        let btf = host_btf();
+        let off = btf.member_offset("page", &["pp"]).expect("page.pp");
+        assert!(off > 0 && off < 64, "page.pp at {off}");
+    }
+
+    #[test]
+    fn missing_fields_are_unknown_not_guessed() {
+        let btf = host_btf();
+        assert_eq!(btf.member_offset("page_pool", &["no_such_field"]), None);
+        assert_eq!(btf.member_offset("no_such_struct_xyz", &["p"]), None);
+        assert_eq!(
+            btf.member_offset("page_pool", &["p", "pool_size", "x"]),
+            None
+        );
+    }
+
+    #[test]
+    fn function_arity_from_btf() {
+        let btf = host_btf();
+        assert_eq!(
+            btf.func_param_count("page_pool_put_unrefed_netmem"),
+            Some(4)
+        );
+        assert_eq!(btf.func_param_count("no_such_function_xyz"), None);
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        assert!(KernelBtf::from_bytes(b"definitely not btf").is_err());
+    }
+}

@@ -1,0 +1,10 @@
+//! ppscope: make the Linux networking page_pool visible.
+//!
+//! One pipeline: kernel hooks (`ebpf/`) → maps → [`probes`] (the live source) →
+//! [`model::Snapshot`] → consumers ([`report`] for `diagnose`; the TUI and exporter to come).
+pub mod btf;
+pub mod kernel;
+pub mod lab;
+pub mod model;
+pub mod probes;
+pub mod report;

@@ -1,0 +1,208 @@
+use std::{
+    io::{self, Write},
+    process::ExitCode,
+    thread,
+    time::Duration,
+};
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use ppscope::{
+    kernel, lab, model,
+    probes::{BackendChoice, ProbeOptions, Probes},
+    report,
+};
+
+#[derive(Parser)]
+#[command(
+    name = "ppscope",
+    version,
+    about = "See the Linux page_pool: ring hit rates, slow path, recycling"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// `5`, `5s`, `500ms`, `2m`.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    if let Ok(secs) = s.parse::<f64>() {
+        if secs.is_finite() && secs > 0.0 {
+            return Ok(Duration::from_secs_f64(secs));
+        }
+        return Err(format!("'{s}' is not a positive duration"));
+    }
+    let d = humantime::parse_duration(s).map_err(|e| format!("'{s}': {e} (try 5s, 500ms, 2m)"))?;
+    if d.is_zero() {
+        return Err(format!("'{s}' is not a positive duration"));
+    }
+    Ok(d)
+}
+
+#[derive(clap::Args)]
+struct ProbeArgs {
+    /// Which probe backend to use: auto picks per hook what this kernel accepts.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    backend: BackendChoice,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Watch every page_pool for a while and report what it did.
+    Diagnose {
+        /// How long to watch (5, 5s, 500ms, 2m).
+        #[arg(long, short, default_value = "5s", value_parser = parse_duration)]
+        duration: Duration,
+        /// Print JSON (stable layout, see README) instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Only pools of this interface.
+        #[arg(long)]
+        dev: Option<String>,
+        #[command(flatten)]
+        probe: ProbeArgs,
+    },
+    /// Check what ppscope can measure on this kernel, and why not where it cannot.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        probe: ProbeArgs,
+    },
+    /// Lab helpers (used by the VM lab and tests).
+    #[command(hide = true)]
+    Lab {
+        #[command(subcommand)]
+        command: LabCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum LabCommand {
+    /// Attach a pass-everything XDP program to DEV (gives a veth its page_pools) and hold it
+    /// until this process is killed.
+    Xdp { dev: String },
+}
+
+fn diagnose(
+    duration: Duration,
+    json: bool,
+    dev: Option<String>,
+    backend: BackendChoice,
+) -> Result<()> {
+    let probes = Probes::start(&ProbeOptions {
+        backend,
+        only_ifindex: 0,
+    })?;
+    let first = probes.sample()?;
+    thread::sleep(duration);
+    let last = probes.sample()?;
+    let mut snap = model::snapshot(
+        kernel::release(),
+        &first,
+        &last,
+        &probes.coverage,
+        &probes.hooks,
+    );
+    if let Some(dev) = dev {
+        snap.pools
+            .retain(|p| p.ifname.as_deref() == Some(dev.as_str()));
+    }
+    let out = if json {
+        serde_json::to_string_pretty(&report::json(&snap))? + "\n"
+    } else {
+        report::text(&snap)
+    };
+    print_out(&out)
+}
+
+/// Writes the result; a closed pipe (`| head`) is not an error worth a panic.
+fn print_out(text: &str) -> Result<()> {
+    match io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        r => Ok(r?),
+    }
+}
+
+fn doctor(json: bool, backend: BackendChoice) -> Result<()> {
+    let probes = Probes::start(&ProbeOptions {
+        backend,
+        only_ifindex: 0,
+    })?;
+    if json {
+        let v = serde_json::json!({
+            "kernel": kernel::release(),
+            "kprobes": kernel::has_kprobe_pmu(),
+            "hooks": probes.hooks,
+            "fields": probes.fields,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!("kernel {}", kernel::release());
+    println!(
+        "kprobes: {}",
+        if kernel::has_kprobe_pmu() {
+            "available"
+        } else {
+            "not available (CONFIG_KPROBES off)"
+        }
+    );
+    println!("\nhooks");
+    for h in &probes.hooks {
+        match h.backend {
+            Some(b) => println!(
+                "  {:<15} {:<11} {}",
+                h.hook,
+                format!("{b:?}").to_lowercase(),
+                h.targets.join(", ")
+            ),
+            None => println!(
+                "  {:<15} {:<11} {} (lost: {})",
+                h.hook,
+                "missing",
+                h.reasons.join("; "),
+                h.loses
+            ),
+        }
+    }
+    println!("\nkernel fields (from BTF)");
+    for f in &probes.fields {
+        match (&f.path, f.offset) {
+            (Some(p), Some(o)) => println!("  {:<16} {p} @ {o}", f.name),
+            _ => println!(
+                "  {:<16} unknown on this kernel: that column will show '?'",
+                f.name
+            ),
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Diagnose {
+            duration,
+            json,
+            dev,
+            probe,
+        } => diagnose(duration, json, dev, probe.backend),
+        Command::Doctor { json, probe } => doctor(json, probe.backend),
+        Command::Lab {
+            command: LabCommand::Xdp { dev },
+        } => lab::attach_xdp_pass(&dev).map(|_held| {
+            println!("xdp_pass attached to {dev}; it detaches when this process ends");
+            loop {
+                thread::park();
+            }
+        }),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ppscope: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

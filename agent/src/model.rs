@@ -1,0 +1,516 @@
+//! The model: raw per-pool counters in, a [`Snapshot`] of what they mean out.
+//!
+//! Pure functions only, so every split and rate here is unit-tested without a kernel.
+//!
+//! Allocation split (per allocation call, the kernel's own `alloc_*` stats definitions):
+//! **cache** = served from the alloc cache, **ring** = served by a refill from the ptr_ring,
+//! **slow** = served by the slow path (page allocator) or a memory provider.
+//! Recycle split (per page): **cached** = into the alloc cache (direct), **ring** = into the
+//! ptr_ring, **ring_full** = left the pool instead (ring full, or the page was not recyclable).
+use std::{collections::HashMap, time::Instant};
+
+use ppscope_common::{PoolCounters, PoolIdentity, LATENCY_BUCKETS};
+use serde::Serialize;
+
+use crate::probes::HookStatus;
+
+/// Which hooks feed the counters, so that a count nobody measured is shown as unknown, not 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Coverage {
+    pub alloc: bool,
+    pub refill: bool,
+    pub slow: bool,
+    pub recycle: bool,
+    pub recycle_bulk: bool,
+    pub hold: bool,
+    pub release: bool,
+    /// The alloc cache's layout is known (needed to see direct recycling).
+    pub cache_layout: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RawPool {
+    pub counters: PoolCounters,
+    pub identity: Option<PoolIdentity>,
+}
+
+/// Cumulative counters of every pool at one instant.
+#[derive(Debug, Clone)]
+pub struct RawSample {
+    pub at: Instant,
+    pub pools: HashMap<u64, RawPool>,
+}
+
+macro_rules! for_each_counter {
+    ($m:ident) => {
+        $m!(
+            alloc_calls,
+            frag_calls,
+            refill_calls,
+            refill_empty,
+            refill_pages,
+            slow_calls,
+            slow_ns_sum,
+            mp_alloc_calls,
+            put_calls,
+            put_cached,
+            put_released,
+            bulk_calls,
+            bulk_pages,
+            bulk_released,
+            hold_pages,
+            release_pages
+        )
+    };
+}
+
+/// `into += other`, field by field (summing per-CPU values).
+pub fn accumulate(into: &mut PoolCounters, other: &PoolCounters) {
+    macro_rules! add {
+        ($($f:ident),*) => { $( into.$f = into.$f.wrapping_add(other.$f); )* };
+    }
+    for_each_counter!(add);
+    for (a, b) in into.slow_hist.iter_mut().zip(other.slow_hist.iter()) {
+        *a = a.wrapping_add(*b);
+    }
+}
+
+/// `later - earlier`, field by field. A counter that went backwards (the pool was evicted and
+/// seen again) restarts from its new value rather than wrapping to a huge number.
+pub fn delta(later: &PoolCounters, earlier: &PoolCounters) -> PoolCounters {
+    let mut d = PoolCounters::default();
+    macro_rules! sub {
+        ($($f:ident),*) => { $( d.$f = later.$f.checked_sub(earlier.$f).unwrap_or(later.$f); )* };
+    }
+    for_each_counter!(sub);
+    for i in 0..LATENCY_BUCKETS {
+        d.slow_hist[i] = later.slow_hist[i]
+            .checked_sub(earlier.slow_hist[i])
+            .unwrap_or(later.slow_hist[i]);
+    }
+    d
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct AllocSplit {
+    pub cache: Option<u64>,
+    pub ring: Option<u64>,
+    pub slow: Option<u64>,
+    /// All allocation calls seen.
+    pub total: Option<u64>,
+    /// Refills that found the ring empty (each is followed by a slow-path call).
+    pub ring_empty: Option<u64>,
+    /// Pages moved from the ring to the cache by refills.
+    pub ring_pages: Option<u64>,
+    /// Fragment allocator calls (shown apart: not page allocations).
+    pub frag_calls: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RecycleSplit {
+    pub cached: Option<u64>,
+    pub ring: Option<u64>,
+    pub ring_full: Option<u64>,
+    pub total: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PageFlow {
+    /// Pages that entered the pool from the page allocator or a memory provider.
+    pub allocated: Option<u64>,
+    /// Pages that left the pool (ring full, not recyclable, teardown).
+    pub released: Option<u64>,
+}
+
+/// A log2 latency histogram and the figures read off it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Latency {
+    pub count: u64,
+    /// Upper edges (exclusive) in ns of the buckets holding the quantile: a bound, not a mean.
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    pub sum_ns: u64,
+    /// Count per log2 bucket: bucket i holds [2^i, 2^(i+1)) ns.
+    pub buckets: Vec<u64>,
+}
+
+impl Latency {
+    pub fn from_log2(buckets: &[u64], sum_ns: u64) -> Option<Self> {
+        let count: u64 = buckets.iter().sum();
+        if count == 0 {
+            return None;
+        }
+        let edge = |i: usize| 1u64 << (i + 1).min(63);
+        let quantile = |q: f64| {
+            let rank = ((q * count as f64).ceil() as u64).max(1);
+            let mut seen = 0;
+            for (i, n) in buckets.iter().enumerate() {
+                seen += n;
+                if seen >= rank {
+                    return edge(i);
+                }
+            }
+            edge(buckets.len() - 1)
+        };
+        let top = buckets.iter().rposition(|n| *n > 0).unwrap_or(0);
+        let last = buckets.iter().rposition(|n| *n > 0).map_or(0, |i| i + 1);
+        Some(Self {
+            count,
+            p50_ns: quantile(0.50),
+            p99_ns: quantile(0.99),
+            max_ns: edge(top),
+            sum_ns,
+            buckets: buckets[..last].to_vec(),
+        })
+    }
+}
+
+/// One pool over one interval.
+#[derive(Debug, Clone, Serialize)]
+pub struct PoolView {
+    /// Kernel address of the `struct page_pool`: the only identity when nothing else is known.
+    pub pool: String,
+    pub ifname: Option<String>,
+    pub ifindex: Option<u32>,
+    pub queue: Option<u32>,
+    pub netlink_id: Option<u32>,
+    pub pool_size: Option<u32>,
+    pub ring_size: Option<u32>,
+    pub order: Option<u32>,
+    pub memory_provider: Option<bool>,
+    pub alloc: AllocSplit,
+    pub recycle: RecycleSplit,
+    pub pages: PageFlow,
+    /// ring / (ring + slow): when the alloc cache ran dry, how often the ring refilled it.
+    pub ring_hit_rate: Option<f64>,
+    /// (cache + ring) / all allocations.
+    pub fast_path_rate: Option<f64>,
+    pub slow_path_latency: Option<Latency>,
+}
+
+impl PoolView {
+    /// Activity used to order pools: the busiest first.
+    pub fn activity(&self) -> u64 {
+        self.alloc.total.unwrap_or(0)
+            + self.recycle.total.unwrap_or(0)
+            + self.pages.allocated.unwrap_or(0)
+            + self.pages.released.unwrap_or(0)
+    }
+
+    /// How a person names this pool: `vnet1 q0`, `veth1`, or the pool address.
+    pub fn label(&self) -> String {
+        match (&self.ifname, self.queue) {
+            (Some(n), Some(q)) => format!("{n} q{q}"),
+            (Some(n), None) => n.clone(),
+            (None, _) => format!("pool {}", self.pool),
+        }
+    }
+}
+
+fn ratio(num: u64, den: u64) -> Option<f64> {
+    (den > 0).then(|| num as f64 / den as f64)
+}
+
+fn ifname(raw: &[u8; 16]) -> Option<String> {
+    let end = raw.iter().position(|b| *b == 0).unwrap_or(raw.len());
+    let name = String::from_utf8_lossy(&raw[..end]).into_owned();
+    (!name.is_empty()).then_some(name)
+}
+
+/// Turns one pool's counters over an interval into what they mean.
+pub fn pool_view(
+    pool: u64,
+    c: &PoolCounters,
+    id: Option<&PoolIdentity>,
+    cov: &Coverage,
+) -> PoolView {
+    let known = |bit: u32| id.filter(|i| i.known & bit != 0);
+    let ring = cov
+        .refill
+        .then(|| c.refill_calls.saturating_sub(c.refill_empty));
+    let slow = cov.slow.then(|| c.slow_calls + c.mp_alloc_calls);
+    let cache = match (cov.alloc, ring, slow) {
+        (true, Some(r), Some(s)) => Some(c.alloc_calls.saturating_sub(r + s)),
+        _ => None,
+    };
+    let alloc = AllocSplit {
+        cache,
+        ring,
+        slow,
+        total: cov.alloc.then_some(c.alloc_calls),
+        ring_empty: cov.refill.then_some(c.refill_empty),
+        ring_pages: cov.refill.then_some(c.refill_pages),
+        frag_calls: cov.alloc.then_some(c.frag_calls),
+    };
+
+    let bulk_pages = if cov.recycle_bulk { c.bulk_pages } else { 0 };
+    let bulk_released = if cov.recycle_bulk { c.bulk_released } else { 0 };
+    let cached = (cov.recycle && cov.cache_layout).then_some(c.put_cached);
+    let ring_full = (cov.recycle && cov.release).then(|| c.put_released + bulk_released);
+    let recycle_ring = match (cached, ring_full) {
+        (Some(cached), Some(full)) => {
+            Some((c.put_calls + bulk_pages).saturating_sub(cached + full))
+        }
+        _ => None,
+    };
+    let recycle = RecycleSplit {
+        cached,
+        ring: recycle_ring,
+        ring_full,
+        total: cov.recycle.then_some(c.put_calls + bulk_pages),
+    };
+
+    let fast = match (cache, ring) {
+        (Some(a), Some(b)) => Some(a + b),
+        _ => None,
+    };
+    PoolView {
+        pool: format!("{pool:#x}"),
+        ifname: known(PoolIdentity::KNOWN_IFNAME).and_then(|i| ifname(&i.ifname)),
+        ifindex: known(PoolIdentity::KNOWN_IFINDEX).map(|i| i.ifindex),
+        queue: known(PoolIdentity::KNOWN_QUEUE).map(|i| i.queue_idx),
+        netlink_id: known(PoolIdentity::KNOWN_NETLINK_ID).map(|i| i.netlink_id),
+        pool_size: known(PoolIdentity::KNOWN_POOL_SIZE).map(|i| i.pool_size),
+        ring_size: known(PoolIdentity::KNOWN_RING_SIZE).map(|i| i.ring_size),
+        order: known(PoolIdentity::KNOWN_ORDER).map(|i| i.order),
+        memory_provider: known(PoolIdentity::KNOWN_MEMORY_PROVIDER)
+            .map(|i| i.has_memory_provider != 0),
+        alloc,
+        recycle,
+        pages: PageFlow {
+            allocated: cov.hold.then_some(c.hold_pages),
+            released: cov.release.then_some(c.release_pages),
+        },
+        ring_hit_rate: match (ring, slow) {
+            (Some(r), Some(s)) => ratio(r, r + s),
+            _ => None,
+        },
+        fast_path_rate: match (fast, slow) {
+            (Some(f), Some(s)) => ratio(f, f + s),
+            _ => None,
+        },
+        slow_path_latency: if cov.slow {
+            Latency::from_log2(&c.slow_hist, c.slow_ns_sum)
+        } else {
+            None
+        },
+    }
+}
+
+/// What every consumer receives: all pools over one interval, and how they were measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Snapshot {
+    pub kernel: String,
+    pub duration_seconds: f64,
+    pub pools: Vec<PoolView>,
+    /// Per hook: the backend that served it and where, or why nothing did.
+    pub backends: std::collections::BTreeMap<&'static str, HookStatus>,
+}
+
+/// The pools that moved between two samples, busiest first.
+pub fn snapshot(
+    kernel: String,
+    earlier: &RawSample,
+    later: &RawSample,
+    cov: &Coverage,
+    hooks: &[HookStatus],
+) -> Snapshot {
+    let zero = RawPool::default();
+    let mut pools: Vec<PoolView> = later
+        .pools
+        .iter()
+        .filter_map(|(addr, now)| {
+            let before = earlier.pools.get(addr).unwrap_or(&zero);
+            let d = delta(&now.counters, &before.counters);
+            (d != PoolCounters::default()).then(|| {
+                pool_view(
+                    *addr,
+                    &d,
+                    now.identity.as_ref().or(before.identity.as_ref()),
+                    cov,
+                )
+            })
+        })
+        .collect();
+    pools.sort_by(|a, b| b.activity().cmp(&a.activity()).then(a.pool.cmp(&b.pool)));
+    Snapshot {
+        kernel,
+        duration_seconds: later.at.duration_since(earlier.at).as_secs_f64(),
+        pools,
+        backends: hooks.iter().map(|h| (h.hook, h.clone())).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: Coverage = Coverage {
+        alloc: true,
+        refill: true,
+        slow: true,
+        recycle: true,
+        recycle_bulk: true,
+        hold: true,
+        release: true,
+        cache_layout: true,
+    };
+
+    fn counters() -> PoolCounters {
+        PoolCounters {
+            alloc_calls: 1000,
+            refill_calls: 30,
+            refill_empty: 5,
+            refill_pages: 25 * 64,
+            slow_calls: 5,
+            put_calls: 990,
+            put_cached: 600,
+            put_released: 40,
+            bulk_pages: 10,
+            bulk_released: 2,
+            hold_pages: 320,
+            release_pages: 42,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn allocation_split_matches_kernel_definitions() {
+        let v = pool_view(1, &counters(), None, &ALL);
+        // 30 refills, 5 found the ring empty → 25 allocations served by the ring.
+        assert_eq!(v.alloc.ring, Some(25));
+        assert_eq!(v.alloc.slow, Some(5));
+        assert_eq!(v.alloc.cache, Some(1000 - 25 - 5));
+        assert_eq!(v.alloc.ring_empty, Some(5));
+        assert_eq!(v.ring_hit_rate, Some(25.0 / 30.0));
+        assert_eq!(v.fast_path_rate, Some(995.0 / 1000.0));
+    }
+
+    #[test]
+    fn recycle_split_adds_up() {
+        let v = pool_view(1, &counters(), None, &ALL);
+        assert_eq!(v.recycle.cached, Some(600));
+        assert_eq!(v.recycle.ring_full, Some(42));
+        assert_eq!(v.recycle.total, Some(1000));
+        assert_eq!(v.recycle.ring, Some(1000 - 600 - 42));
+        assert_eq!(v.pages.allocated, Some(320));
+        assert_eq!(v.pages.released, Some(42));
+    }
+
+    #[test]
+    fn unmeasured_counts_are_unknown_not_zero() {
+        // The restricted host: only the page_pool tracepoints.
+        let cov = Coverage {
+            hold: true,
+            release: true,
+            ..Default::default()
+        };
+        let v = pool_view(1, &counters(), None, &cov);
+        assert_eq!(v.alloc, AllocSplit::default());
+        assert_eq!(v.recycle, RecycleSplit::default());
+        assert_eq!(v.ring_hit_rate, None);
+        assert_eq!(v.fast_path_rate, None);
+        assert_eq!(v.pages.allocated, Some(320));
+        let json = serde_json::to_value(&v).unwrap();
+        assert!(json["alloc"]["cache"].is_null());
+        assert!(json["ifname"].is_null());
+    }
+
+    #[test]
+    fn identity_fields_only_when_read() {
+        let mut id = PoolIdentity::EMPTY;
+        id.ifname[..5].copy_from_slice(b"vnet1");
+        id.known = PoolIdentity::KNOWN_IFNAME | PoolIdentity::KNOWN_POOL_SIZE;
+        id.pool_size = 256;
+        id.queue_idx = 7; // not marked known
+        let v = pool_view(0xffff_8880_0000_1000, &counters(), Some(&id), &ALL);
+        assert_eq!(v.ifname.as_deref(), Some("vnet1"));
+        assert_eq!(v.pool_size, Some(256));
+        assert_eq!(v.queue, None);
+        assert_eq!(v.label(), "vnet1");
+        let anon = pool_view(0xffff_8880_0000_1000, &counters(), None, &ALL);
+        assert_eq!(anon.label(), "pool 0xffff888000001000");
+    }
+
+    #[test]
+    fn no_division_by_zero() {
+        let v = pool_view(1, &PoolCounters::default(), None, &ALL);
+        assert_eq!(v.ring_hit_rate, None);
+        assert_eq!(v.fast_path_rate, None);
+        assert_eq!(v.slow_path_latency, None);
+    }
+
+    #[test]
+    fn delta_and_accumulate() {
+        let mut a = counters();
+        accumulate(&mut a, &counters());
+        assert_eq!(a.alloc_calls, 2000);
+        let d = delta(&a, &counters());
+        assert_eq!(d, counters());
+        // A pool evicted and re-seen restarts instead of wrapping.
+        let d = delta(&counters(), &a);
+        assert_eq!(d.alloc_calls, 1000);
+    }
+
+    #[test]
+    fn percentiles_from_log2_buckets() {
+        let mut b = [0u64; LATENCY_BUCKETS];
+        b[10] = 98; // [1024, 2048) ns
+        b[14] = 1; // [16384, 32768)
+        b[20] = 1; // [1 Mi, 2 Mi)
+        let l = Latency::from_log2(&b, 12345).unwrap();
+        assert_eq!(l.count, 100);
+        assert_eq!(l.p50_ns, 2048);
+        assert_eq!(l.p99_ns, 32768);
+        assert_eq!(l.max_ns, 2 << 20);
+        assert_eq!(l.buckets.len(), 21);
+        // One sample: every quantile is its bucket.
+        let mut one = [0u64; LATENCY_BUCKETS];
+        one[0] = 1;
+        let l = Latency::from_log2(&one, 0).unwrap();
+        assert_eq!((l.p50_ns, l.p99_ns, l.max_ns), (2, 2, 2));
+        assert_eq!(Latency::from_log2(&[0; LATENCY_BUCKETS], 0), None);
+    }
+
+    #[test]
+    fn snapshot_keeps_moving_pools_busiest_first() {
+        let t0 = Instant::now();
+        let mut before = RawSample {
+            at: t0,
+            pools: HashMap::new(),
+        };
+        before.pools.insert(
+            1,
+            RawPool {
+                counters: counters(),
+                identity: None,
+            },
+        );
+        before.pools.insert(
+            2,
+            RawPool {
+                counters: counters(),
+                identity: None,
+            },
+        );
+        let mut after = before.clone();
+        after.at = t0 + std::time::Duration::from_secs(2);
+        // Pool 1 idle, pool 2 moved, pool 3 appeared.
+        after.pools.get_mut(&2).unwrap().counters.alloc_calls += 10;
+        let mut small = PoolCounters::default();
+        small.hold_pages = 3;
+        after.pools.insert(
+            3,
+            RawPool {
+                counters: small,
+                identity: None,
+            },
+        );
+        let s = snapshot("k".into(), &before, &after, &ALL, &[]);
+        let names: Vec<_> = s.pools.iter().map(|p| p.pool.clone()).collect();
+        assert_eq!(names, vec!["0x2", "0x3"]);
+        assert_eq!(s.pools[0].alloc.total, Some(10));
+        assert_eq!(s.duration_seconds, 2.0);
+    }
+}

@@ -1,0 +1,227 @@
+//! `diagnose` output: text for people, JSON for scripts (the same [`Snapshot`]).
+use std::fmt::Write;
+
+use crate::model::{Latency, PoolView, Snapshot};
+
+/// Version of the JSON layout; bumped when a field changes meaning or goes away.
+pub const JSON_VERSION: u32 = 1;
+
+pub fn json(s: &Snapshot) -> serde_json::Value {
+    let mut v = serde_json::to_value(s).expect("snapshot serializes");
+    v["version"] = JSON_VERSION.into();
+    v
+}
+
+fn count(n: Option<u64>) -> String {
+    match n {
+        None => "?".into(),
+        Some(n) => {
+            let s = n.to_string();
+            let mut out = String::new();
+            for (i, ch) in s.chars().enumerate() {
+                if i > 0 && (s.len() - i) % 3 == 0 {
+                    out.push(',');
+                }
+                out.push(ch);
+            }
+            out
+        }
+    }
+}
+
+fn pct(r: Option<f64>) -> String {
+    r.map_or_else(|| "?".into(), |r| format!("{:.1}%", r * 100.0))
+}
+
+fn share(part: Option<u64>, total: Option<u64>) -> String {
+    match (part, total) {
+        (Some(p), Some(t)) if t > 0 => {
+            format!("{} ({:.1}%)", count(Some(p)), p as f64 * 100.0 / t as f64)
+        }
+        _ => count(part),
+    }
+}
+
+pub fn duration_ns(ns: u64) -> String {
+    match ns {
+        n if n < 1_000 => format!("{n} ns"),
+        n if n < 1_000_000 => format!("{:.1} µs", n as f64 / 1e3),
+        n if n < 1_000_000_000 => format!("{:.1} ms", n as f64 / 1e6),
+        n => format!("{:.2} s", n as f64 / 1e9),
+    }
+}
+
+/// bcc-style log2 histogram (`nsecs : count distribution`).
+pub fn histogram(l: &Latency, indent: &str) -> String {
+    let mut out = String::new();
+    let max = l.buckets.iter().copied().max().unwrap_or(0).max(1);
+    let first = l.buckets.iter().position(|n| *n > 0).unwrap_or(0);
+    let _ = writeln!(out, "{indent}{:>24} : {:<8} distribution", "nsecs", "count");
+    for (i, n) in l.buckets.iter().enumerate().skip(first) {
+        let lo = if i == 0 { 0 } else { 1u64 << i };
+        let hi = (1u64 << (i + 1)) - 1;
+        let bar = "*".repeat(((*n * 40) / max) as usize);
+        let _ = writeln!(
+            out,
+            "{indent}{:>11} -> {:<10}: {:<8} |{:<40}|",
+            lo, hi, n, bar
+        );
+    }
+    out
+}
+
+fn pool_text(p: &PoolView, out: &mut String) {
+    let mut ident = Vec::new();
+    if let Some(id) = p.netlink_id {
+        ident.push(format!("netlink id {id}"));
+    }
+    if let Some(n) = p.pool_size {
+        ident.push(format!("pool_size {n}"));
+    }
+    if let Some(n) = p.ring_size {
+        ident.push(format!("ring {n}"));
+    }
+    if let Some(true) = p.memory_provider {
+        ident.push("memory provider".into());
+    }
+    ident.push(p.pool.clone());
+    let _ = writeln!(out, "pool {}  ({})", p.label(), ident.join(", "));
+    let a = &p.alloc;
+    let _ = writeln!(
+        out,
+        "  allocations  {:>12}   cache {}  ring {}  slow {}",
+        count(a.total),
+        share(a.cache, a.total),
+        share(a.ring, a.total),
+        share(a.slow, a.total)
+    );
+    let _ = writeln!(
+        out,
+        "  ring hit rate {}   fast-path rate {}   empty-ring refills {}   frag calls {}",
+        pct(p.ring_hit_rate),
+        pct(p.fast_path_rate),
+        count(a.ring_empty),
+        count(a.frag_calls)
+    );
+    let r = &p.recycle;
+    let _ = writeln!(
+        out,
+        "  recycles     {:>12}   cached {}  ring {}  ring full {}",
+        count(r.total),
+        share(r.cached, r.total),
+        share(r.ring, r.total),
+        share(r.ring_full, r.total)
+    );
+    let _ = writeln!(
+        out,
+        "  pages        from allocator {}   released {}",
+        count(p.pages.allocated),
+        count(p.pages.released)
+    );
+    if let Some(l) = &p.slow_path_latency {
+        let _ = writeln!(
+            out,
+            "  slow path    {} calls   p50 < {}   p99 < {}   max < {}",
+            count(Some(l.count)),
+            duration_ns(l.p50_ns),
+            duration_ns(l.p99_ns),
+            duration_ns(l.max_ns)
+        );
+        out.push_str(&histogram(l, "    "));
+    }
+}
+
+pub fn text(s: &Snapshot) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "ppscope diagnose: kernel {}, {:.1} s window, {} pool(s) active\n",
+        s.kernel,
+        s.duration_seconds,
+        s.pools.len()
+    );
+    if s.pools.is_empty() {
+        out.push_str(
+            "No page_pool activity was seen in the window (no traffic on a page_pool driver?).\n\n",
+        );
+    }
+    for p in &s.pools {
+        pool_text(p, &mut out);
+        out.push('\n');
+    }
+    out.push_str("hooks\n");
+    for (name, h) in &s.backends {
+        match &h.backend {
+            Some(b) => {
+                let _ = writeln!(
+                    out,
+                    "  {name:<15} {:<11} {}",
+                    format!("{b:?}").to_lowercase(),
+                    h.targets.join(", ")
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "  {name:<15} {:<11} missing: {} (lost: {})",
+                    "-",
+                    h.reasons.join("; "),
+                    h.loses
+                );
+            }
+        }
+    }
+    out.push_str("\n'?' = not measured by the hooks available on this kernel.\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{pool_view, Coverage};
+    use ppscope_common::PoolCounters;
+
+    #[test]
+    fn thousands_and_unknowns() {
+        assert_eq!(count(Some(1234567)), "1,234,567");
+        assert_eq!(count(Some(12)), "12");
+        assert_eq!(count(None), "?");
+        assert_eq!(pct(Some(0.9876)), "98.8%");
+        assert_eq!(duration_ns(1500), "1.5 µs");
+    }
+
+    #[test]
+    fn text_report_shows_the_split_and_histogram() {
+        let mut c = PoolCounters {
+            alloc_calls: 1000,
+            refill_calls: 10,
+            slow_calls: 2,
+            ..Default::default()
+        };
+        c.slow_hist[12] = 2;
+        let cov = Coverage {
+            alloc: true,
+            refill: true,
+            slow: true,
+            ..Default::default()
+        };
+        let s = Snapshot {
+            kernel: "7.2.13".into(),
+            duration_seconds: 5.0,
+            pools: vec![pool_view(0x10, &c, None, &cov)],
+            backends: Default::default(),
+        };
+        let t = text(&s);
+        assert!(
+            t.contains("cache 988 (98.8%)  ring 10 (1.0%)  slow 2 (0.2%)"),
+            "{t}"
+        );
+        assert!(t.contains("ring hit rate 83.3%"), "{t}");
+        assert!(t.contains("recycles                ?"), "{t}");
+        assert!(t.contains("4096 -> 8191      : 2"), "{t}");
+        let j = json(&s);
+        assert_eq!(j["version"], 1);
+        assert_eq!(j["pools"][0]["alloc"]["cache"], 988);
+        assert!(j["backends"].is_object());
+    }
+}

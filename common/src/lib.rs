@@ -1,0 +1,222 @@
+//! Types shared by the eBPF programs (`ebpf/`) and userspace (`agent/`).
+//!
+//! Everything here is `#[repr(C)]`, plain old data, and free of `std`: the eBPF crate builds it
+//! for `bpfel-unknown-none`. Field order is part of the contract between the two sides; the
+//! object is always built from the same checkout as the agent, so there is no versioning.
+#![no_std]
+
+/// Number of log2 latency buckets: bucket `i` holds durations `d` with `2^i <= d < 2^(i+1)` ns
+/// (bucket 0 also holds 0 ns); the last bucket also holds everything larger (≥ 2^31 ns ≈ 2.1 s).
+pub const LATENCY_BUCKETS: usize = 32;
+
+/// Upper bound of pools tracked at once (LRU maps: the least recently seen pool is evicted).
+pub const MAX_POOLS: u32 = 4096;
+
+/// A field offset the agent could not resolve from BTF. The programs skip reading such a field.
+pub const OFFSET_UNKNOWN: u32 = u32::MAX;
+
+/// Offsets into kernel structures, resolved by the agent from the running kernel's BTF and
+/// passed to the programs as the global `PPSCOPE_CONFIG` before load (Rust eBPF has no CO-RE).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelOffsets {
+    /// `struct page_pool`: `alloc.count` (u32).
+    pub pool_alloc_count: u32,
+    /// `struct page_pool`: `alloc.cache` (array of netmem_ref / page pointers).
+    pub pool_alloc_cache: u32,
+    /// `struct page_pool`: `slow.netdev` or, on older kernels, `p.netdev` (pointer).
+    pub pool_netdev: u32,
+    /// `struct page_pool`: `p.napi` (pointer): the device of pools created without a netdev
+    /// (veth) is found through their NAPI instance.
+    pub pool_napi: u32,
+    /// `struct napi_struct`: `dev` (pointer to the net_device).
+    pub napi_dev: u32,
+    /// `struct page_pool`: `p.dev` (the `struct device *` used for DMA). veth passes the
+    /// device embedded in its net_device; drivers of real hardware pass their bus device.
+    pub pool_dev: u32,
+    /// `struct net_device`: `dev` (the embedded `struct device`), for container_of.
+    pub netdev_dev: u32,
+    /// `struct device`: `class` (pointer), and `struct class`: `name` (pointer): a device
+    /// whose class is named "net" is embedded in a net_device.
+    pub device_class: u32,
+    pub class_name: u32,
+    /// `struct page_pool`: `slow.queue_idx` or `p.queue_idx` (u32).
+    pub pool_queue_idx: u32,
+    /// `struct page_pool`: `p.pool_size` (u32).
+    pub pool_size: u32,
+    /// `struct page_pool`: `ring.size` (int).
+    pub pool_ring_size: u32,
+    /// `struct page_pool`: `user.id` (u32, the netlink page-pool id).
+    pub pool_user_id: u32,
+    /// `struct page_pool`: `p.order` (u32).
+    pub pool_order: u32,
+    /// `struct page_pool`: `mp_ops` (≥ 6.15) or `mp_priv` (pointer, non-null = memory provider).
+    pub pool_mp: u32,
+    /// `struct net_device`: `ifindex` (int).
+    pub netdev_ifindex: u32,
+    /// `struct net_device`: `name` (char[16]).
+    pub netdev_name: u32,
+    /// `struct page` / `struct net_iov`: `pp` (the owning pool), for bulk frees without a pool arg.
+    pub page_pp: u32,
+}
+
+impl KernelOffsets {
+    pub const UNKNOWN: Self = Self {
+        pool_alloc_count: OFFSET_UNKNOWN,
+        pool_alloc_cache: OFFSET_UNKNOWN,
+        pool_netdev: OFFSET_UNKNOWN,
+        pool_napi: OFFSET_UNKNOWN,
+        napi_dev: OFFSET_UNKNOWN,
+        pool_dev: OFFSET_UNKNOWN,
+        netdev_dev: OFFSET_UNKNOWN,
+        device_class: OFFSET_UNKNOWN,
+        class_name: OFFSET_UNKNOWN,
+        pool_queue_idx: OFFSET_UNKNOWN,
+        pool_size: OFFSET_UNKNOWN,
+        pool_ring_size: OFFSET_UNKNOWN,
+        pool_user_id: OFFSET_UNKNOWN,
+        pool_order: OFFSET_UNKNOWN,
+        pool_mp: OFFSET_UNKNOWN,
+        netdev_ifindex: OFFSET_UNKNOWN,
+        netdev_name: OFFSET_UNKNOWN,
+        page_pp: OFFSET_UNKNOWN,
+    };
+}
+
+/// The global configuration handed to the programs at load time.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProbeConfig {
+    pub offsets: KernelOffsets,
+    /// 1 when the bulk-free function takes the pool as its first argument (kernels before 6.14:
+    /// `page_pool_put_page_bulk(pool, data, count)`), 0 for `page_pool_put_netmem_bulk(data, count)`.
+    pub bulk_has_pool_arg: u32,
+    /// Only count pools whose netdev has this ifindex (0 = all pools).
+    pub only_ifindex: u32,
+}
+
+impl ProbeConfig {
+    pub const DEFAULT: Self = Self {
+        offsets: KernelOffsets::UNKNOWN,
+        bulk_has_pool_arg: 0,
+        only_ifindex: 0,
+    };
+}
+
+/// Per-pool, per-CPU counters, keyed by the kernel address of the `struct page_pool`.
+///
+/// Raw event counts: the agent's model turns them into the cache/ring/slow and
+/// cached/ring/ring_full splits (see `agent/src/model.rs`), so the programs stay minimal.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolCounters {
+    /// Calls of the page allocation entry (`page_pool_alloc_netmems` or its older names).
+    pub alloc_calls: u64,
+    /// Calls of the fragment allocator (`page_pool_alloc_frag_netmem`): not allocations by
+    /// themselves, shown apart so nobody divides by them.
+    pub frag_calls: u64,
+    /// Calls of `page_pool_refill_alloc_cache` (the alloc cache was empty).
+    pub refill_calls: u64,
+    /// Refills that found the ptr_ring empty (returned nothing): a ring miss.
+    pub refill_empty: u64,
+    /// Pages moved from the ring into the alloc cache by refills (including the one returned).
+    pub refill_pages: u64,
+    /// Calls of the slow path (page allocator, 64 pages at a time).
+    pub slow_calls: u64,
+    /// Sum of slow-path durations in ns.
+    pub slow_ns_sum: u64,
+    /// Calls of a memory provider's alloc (devmem, io_uring zcrx) instead of the slow path.
+    pub mp_alloc_calls: u64,
+    /// Calls of the single-page recycle entry (`page_pool_put_unrefed_netmem`).
+    pub put_calls: u64,
+    /// Of those, pages that ended in the alloc cache (direct recycling).
+    pub put_cached: u64,
+    /// Of those, pages that left the pool instead (ring full, or not recyclable).
+    pub put_released: u64,
+    /// Calls of the bulk recycle entry.
+    pub bulk_calls: u64,
+    /// Pages handed to the bulk recycle entry.
+    pub bulk_pages: u64,
+    /// Pages that left the pool during a bulk recycle (ring full).
+    pub bulk_released: u64,
+    /// Pages entering the pool from the page allocator or provider (`page_pool_state_hold`).
+    pub hold_pages: u64,
+    /// Pages leaving the pool (`page_pool_state_release`): ring full, unrecyclable or teardown.
+    pub release_pages: u64,
+    /// Slow-path duration histogram, log2 ns buckets (see [`LATENCY_BUCKETS`]).
+    pub slow_hist: [u64; LATENCY_BUCKETS],
+}
+
+/// Identity of a pool, read once from kernel memory when the pool is first seen.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolIdentity {
+    pub ifindex: u32,
+    pub queue_idx: u32,
+    pub pool_size: u32,
+    pub ring_size: u32,
+    pub netlink_id: u32,
+    pub order: u32,
+    /// 1 when a memory provider (devmem, io_uring zcrx) backs the pool.
+    pub has_memory_provider: u32,
+    /// Bit i set when field i (in the order above, then `ifname`) could be read.
+    pub known: u32,
+    pub ifname: [u8; 16],
+}
+
+impl PoolIdentity {
+    pub const KNOWN_IFINDEX: u32 = 1 << 0;
+    pub const KNOWN_QUEUE: u32 = 1 << 1;
+    pub const KNOWN_POOL_SIZE: u32 = 1 << 2;
+    pub const KNOWN_RING_SIZE: u32 = 1 << 3;
+    pub const KNOWN_NETLINK_ID: u32 = 1 << 4;
+    pub const KNOWN_ORDER: u32 = 1 << 5;
+    pub const KNOWN_MEMORY_PROVIDER: u32 = 1 << 6;
+    pub const KNOWN_IFNAME: u32 = 1 << 7;
+
+    pub const EMPTY: Self = Self {
+        ifindex: 0,
+        queue_idx: 0,
+        pool_size: 0,
+        ring_size: 0,
+        netlink_id: 0,
+        order: 0,
+        has_memory_provider: 0,
+        known: 0,
+        ifname: [0; 16],
+    };
+}
+
+/// Call sites whose entry and exit are paired through a per-CPU frame.
+pub mod site {
+    pub const REFILL: u32 = 0;
+    pub const SLOW: u32 = 1;
+    pub const PUT: u32 = 2;
+    pub const BULK: u32 = 3;
+    pub const COUNT: u32 = 4;
+}
+
+/// What an entry probe leaves for the matching exit probe on the same CPU.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Frame {
+    /// `bpf_get_current_pid_tgid()` at entry, 0 when the frame is free. An exit on another
+    /// task (the caller migrated, or a nested call consumed the frame) finds no match and
+    /// is not classified, rather than misattributed.
+    pub pid_tgid: u64,
+    pub pool: u64,
+    pub netmem: u64,
+    pub start_ns: u64,
+    /// Pages released (left the pool) while this frame was open.
+    pub released: u64,
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: all of these are #[repr(C)] structs of integers and integer arrays, with no
+    // padding holes that could leak uninitialised bytes (checked by the size asserts in the
+    // agent's tests), so any bit pattern is valid.
+    unsafe impl aya::Pod for super::ProbeConfig {}
+    unsafe impl aya::Pod for super::PoolCounters {}
+    unsafe impl aya::Pod for super::PoolIdentity {}
+}

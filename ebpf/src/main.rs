@@ -1,0 +1,421 @@
+//! ppscope's kernel side: small programs on the page_pool alloc and recycle paths.
+//!
+//! Rules (see DESIGN.md): count per pool per CPU, take timestamps only around the slow path,
+//! never hard-code a struct offset (they arrive in `PPSCOPE_CONFIG`), never loop unbounded.
+//! Every hook has the same body whichever backend (kprobe or tracepoint) carries it.
+#![no_std]
+#![no_main]
+
+use aya_ebpf::{
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel},
+    macros::{kprobe, kretprobe, map, raw_tracepoint, xdp},
+    maps::{LruHashMap, LruPerCpuHashMap, PerCpuArray},
+    programs::{ProbeContext, RawTracePointContext, RetProbeContext, XdpContext},
+};
+use ppscope_common::{
+    site, Frame, PoolCounters, PoolIdentity, ProbeConfig, LATENCY_BUCKETS, MAX_POOLS,
+    OFFSET_UNKNOWN,
+};
+
+/// Written by the agent before load (`EbpfLoader::override_global`).
+#[no_mangle]
+static PPSCOPE_CONFIG: ProbeConfig = ProbeConfig::DEFAULT;
+
+#[map]
+static POOL_COUNTERS: LruPerCpuHashMap<u64, PoolCounters> =
+    LruPerCpuHashMap::with_max_entries(MAX_POOLS, 0);
+
+#[map]
+static POOL_IDENTITY: LruHashMap<u64, PoolIdentity> = LruHashMap::with_max_entries(MAX_POOLS, 0);
+
+#[map]
+static FRAMES: PerCpuArray<Frame> = PerCpuArray::with_max_entries(site::COUNT, 0);
+
+/// A zeroed counter set to insert on first sight; a map value is too big for the BPF stack.
+#[map]
+static ZERO_COUNTERS: PerCpuArray<PoolCounters> = PerCpuArray::with_max_entries(1, 0);
+
+#[inline(always)]
+fn config() -> ProbeConfig {
+    // SAFETY: the global is plain data the loader rewrote before load; a volatile read keeps
+    // the compiler from folding the default value in.
+    unsafe { core::ptr::read_volatile(&PPSCOPE_CONFIG) }
+}
+
+/// Reads a `T` at `base + offset` in kernel memory, or `None` when the offset is unknown.
+#[inline(always)]
+fn read_field<T>(base: u64, offset: u32) -> Option<T> {
+    if base == 0 || offset == OFFSET_UNKNOWN {
+        return None;
+    }
+    // SAFETY: bpf_probe_read_kernel checks the address; a bad one returns an error.
+    unsafe { bpf_probe_read_kernel((base + offset as u64) as *const T).ok() }
+}
+
+/// The net_device of a pool: `slow.netdev` when the driver gave one, else its NAPI's device,
+/// else the net_device around `p.dev` when that device is of class "net" (veth).
+#[inline(always)]
+fn pool_netdev(pool: u64, o: &ppscope_common::KernelOffsets) -> Option<u64> {
+    if let Some(dev) = read_field::<u64>(pool, o.pool_netdev).filter(|d| *d != 0) {
+        return Some(dev);
+    }
+    if let Some(napi) = read_field::<u64>(pool, o.pool_napi).filter(|n| *n != 0) {
+        if let Some(dev) = read_field::<u64>(napi, o.napi_dev).filter(|d| *d != 0) {
+            return Some(dev);
+        }
+    }
+    let device = read_field::<u64>(pool, o.pool_dev).filter(|d| *d != 0)?;
+    let class = read_field::<u64>(device, o.device_class).filter(|c| *c != 0)?;
+    let name = read_field::<u64>(class, o.class_name).filter(|n| *n != 0)?;
+    if read_field::<[u8; 4]>(name, 0)? != *b"net\0" || o.netdev_dev == OFFSET_UNKNOWN {
+        return None;
+    }
+    device.checked_sub(o.netdev_dev as u64)
+}
+
+/// Reads the identity of a pool the first time it is seen.
+#[inline(always)]
+fn record_identity(pool: u64, cfg: &ProbeConfig) {
+    // SAFETY: read-only lookup; a value aliased by a concurrent update is only an identity.
+    if unsafe { POOL_IDENTITY.get(pool) }.is_some() {
+        return;
+    }
+    let o = &cfg.offsets;
+    let mut id = PoolIdentity::EMPTY;
+    // The queue index means something only when the driver registered the pool with its netdev.
+    if read_field::<u64>(pool, o.pool_netdev).unwrap_or(0) != 0 {
+        if let Some(v) = read_field::<u32>(pool, o.pool_queue_idx) {
+            id.queue_idx = v;
+            id.known |= PoolIdentity::KNOWN_QUEUE;
+        }
+    }
+    if let Some(v) = read_field::<u32>(pool, o.pool_size) {
+        id.pool_size = v;
+        id.known |= PoolIdentity::KNOWN_POOL_SIZE;
+    }
+    if let Some(v) = read_field::<u32>(pool, o.pool_ring_size) {
+        id.ring_size = v;
+        id.known |= PoolIdentity::KNOWN_RING_SIZE;
+    }
+    if let Some(v) = read_field::<u32>(pool, o.pool_user_id) {
+        id.netlink_id = v;
+        id.known |= PoolIdentity::KNOWN_NETLINK_ID;
+    }
+    if let Some(v) = read_field::<u32>(pool, o.pool_order) {
+        id.order = v;
+        id.known |= PoolIdentity::KNOWN_ORDER;
+    }
+    if let Some(v) = read_field::<u64>(pool, o.pool_mp) {
+        id.has_memory_provider = (v != 0) as u32;
+        id.known |= PoolIdentity::KNOWN_MEMORY_PROVIDER;
+    }
+    if let Some(netdev) = pool_netdev(pool, o) {
+        if let Some(v) = read_field::<u32>(netdev, o.netdev_ifindex) {
+            id.ifindex = v;
+            id.known |= PoolIdentity::KNOWN_IFINDEX;
+        }
+        if let Some(name) = read_field::<[u8; 16]>(netdev, o.netdev_name) {
+            id.ifname = name;
+            id.known |= PoolIdentity::KNOWN_IFNAME;
+        }
+    }
+    let _ = POOL_IDENTITY.insert(pool, id, 0);
+}
+
+/// The counters of `pool` on this CPU, created (and the pool's identity read) on first sight.
+#[inline(always)]
+fn counters(pool: u64) -> Option<&'static mut PoolCounters> {
+    if pool == 0 {
+        return None;
+    }
+    if let Some(c) = POOL_COUNTERS.get_ptr_mut(pool) {
+        // SAFETY: per-CPU value of this CPU; programs do not nest on one CPU for one map
+        // value except through NMI, which none of these hooks run in.
+        return Some(unsafe { &mut *c });
+    }
+    let cfg = config();
+    if cfg.only_ifindex != 0 {
+        let netdev = pool_netdev(pool, &cfg.offsets).unwrap_or(0);
+        let ifindex = read_field::<u32>(netdev, cfg.offsets.netdev_ifindex).unwrap_or(0);
+        if ifindex != cfg.only_ifindex {
+            return None;
+        }
+    }
+    record_identity(pool, &cfg);
+    let zero = ZERO_COUNTERS.get_ptr(0)?;
+    // SAFETY: the zero slot is never written.
+    let _ = POOL_COUNTERS.insert(pool, unsafe { &*zero }, 0);
+    POOL_COUNTERS.get_ptr_mut(pool).map(|c| {
+        // SAFETY: as above.
+        unsafe { &mut *c }
+    })
+}
+
+#[inline(always)]
+fn frame(site: u32) -> Option<&'static mut Frame> {
+    // SAFETY: per-CPU slot; see `Frame` for how a stale or foreign frame is rejected.
+    FRAMES.get_ptr_mut(site).map(|f| unsafe { &mut *f })
+}
+
+#[inline(always)]
+fn open_frame(site: u32, pool: u64, netmem: u64, with_time: bool) {
+    if let Some(f) = frame(site) {
+        f.pid_tgid = bpf_get_current_pid_tgid();
+        f.pool = pool;
+        f.netmem = netmem;
+        f.released = 0;
+        // SAFETY: helper without arguments.
+        f.start_ns = if with_time {
+            unsafe { bpf_ktime_get_ns() }
+        } else {
+            0
+        };
+    }
+}
+
+/// Takes this task's open frame for `site`, if it is still there.
+#[inline(always)]
+fn close_frame(site: u32) -> Option<Frame> {
+    let f = frame(site)?;
+    if f.pid_tgid == 0 || f.pid_tgid != bpf_get_current_pid_tgid() {
+        return None;
+    }
+    let taken = *f;
+    f.pid_tgid = 0;
+    Some(taken)
+}
+
+#[inline(always)]
+fn log2_bucket(mut v: u64) -> usize {
+    let mut b = 0usize;
+    // Bounded: at most 6 halvings of the shift, the verifier sees a fixed trip count.
+    let mut shift = 32u32;
+    while shift > 0 {
+        if v >> shift != 0 {
+            v >>= shift;
+            b += shift as usize;
+        }
+        shift >>= 1;
+    }
+    if b >= LATENCY_BUCKETS {
+        LATENCY_BUCKETS - 1
+    } else {
+        b
+    }
+}
+
+// ---- allocation side ----------------------------------------------------------------------
+
+#[kprobe]
+pub fn pp_alloc(ctx: ProbeContext) -> u32 {
+    if let Some(c) = counters(ctx.arg::<u64>(0).unwrap_or(0)) {
+        c.alloc_calls += 1;
+    }
+    0
+}
+
+#[kprobe]
+pub fn pp_alloc_frag(ctx: ProbeContext) -> u32 {
+    if let Some(c) = counters(ctx.arg::<u64>(0).unwrap_or(0)) {
+        c.frag_calls += 1;
+    }
+    0
+}
+
+#[kprobe]
+pub fn pp_refill_entry(ctx: ProbeContext) -> u32 {
+    open_frame(site::REFILL, ctx.arg::<u64>(0).unwrap_or(0), 0, false);
+    0
+}
+
+#[kretprobe]
+pub fn pp_refill_exit(ctx: RetProbeContext) -> u32 {
+    let Some(f) = close_frame(site::REFILL) else {
+        return 0;
+    };
+    let got = ctx.ret::<u64>();
+    let cfg = config();
+    if let Some(c) = counters(f.pool) {
+        c.refill_calls += 1;
+        if got == 0 {
+            c.refill_empty += 1;
+        } else {
+            // The refill moved `count + 1` pages: the cache now holds `count`, one was returned.
+            let left = read_field::<u32>(f.pool, cfg.offsets.pool_alloc_count).unwrap_or(0);
+            c.refill_pages += left as u64 + 1;
+        }
+    }
+    0
+}
+
+#[kprobe]
+pub fn pp_slow_entry(ctx: ProbeContext) -> u32 {
+    open_frame(site::SLOW, ctx.arg::<u64>(0).unwrap_or(0), 0, true);
+    0
+}
+
+#[kretprobe]
+pub fn pp_slow_exit(_ctx: RetProbeContext) -> u32 {
+    let Some(f) = close_frame(site::SLOW) else {
+        return 0;
+    };
+    // SAFETY: helper without arguments.
+    let elapsed = unsafe { bpf_ktime_get_ns() }.saturating_sub(f.start_ns);
+    if let Some(c) = counters(f.pool) {
+        c.slow_calls += 1;
+        c.slow_ns_sum += elapsed;
+        let b = log2_bucket(elapsed);
+        if let Some(slot) = c.slow_hist.get_mut(b) {
+            *slot += 1;
+        }
+    }
+    0
+}
+
+#[kprobe]
+pub fn pp_mp_alloc(ctx: ProbeContext) -> u32 {
+    if let Some(c) = counters(ctx.arg::<u64>(0).unwrap_or(0)) {
+        c.mp_alloc_calls += 1;
+    }
+    0
+}
+
+// ---- recycle side -------------------------------------------------------------------------
+
+#[kprobe]
+pub fn pp_put_entry(ctx: ProbeContext) -> u32 {
+    let pool = ctx.arg::<u64>(0).unwrap_or(0);
+    let netmem = ctx.arg::<u64>(1).unwrap_or(0);
+    open_frame(site::PUT, pool, netmem, false);
+    0
+}
+
+#[kretprobe]
+pub fn pp_put_exit(_ctx: RetProbeContext) -> u32 {
+    let Some(f) = close_frame(site::PUT) else {
+        return 0;
+    };
+    let cfg = config();
+    let Some(c) = counters(f.pool) else {
+        return 0;
+    };
+    c.put_calls += 1;
+    if f.released != 0 {
+        c.put_released += 1;
+        return 0;
+    }
+    // Direct recycling pushes the page on top of the alloc cache, and nothing can pop it
+    // before we look (the cache is only touched in this softirq context). A page sent to the
+    // ring cannot also be in the cache, so "top of cache == our page" is exact.
+    let o = &cfg.offsets;
+    if let Some(count) = read_field::<u32>(f.pool, o.pool_alloc_count) {
+        if count > 0 && count <= 128 && o.pool_alloc_cache != OFFSET_UNKNOWN {
+            let slot = o.pool_alloc_cache as u64 + (count as u64 - 1) * 8;
+            if read_field::<u64>(f.pool, slot as u32) == Some(f.netmem) {
+                c.put_cached += 1;
+            }
+        }
+    }
+    0
+}
+
+#[kprobe]
+pub fn pp_bulk_entry(ctx: ProbeContext) -> u32 {
+    let cfg = config();
+    let (pool, data, count) = if cfg.bulk_has_pool_arg != 0 {
+        (
+            ctx.arg::<u64>(0).unwrap_or(0),
+            ctx.arg::<u64>(1).unwrap_or(0),
+            ctx.arg::<u64>(2).unwrap_or(0) as u32,
+        )
+    } else {
+        // No pool argument: the first netmem names it (bit 0 marks a net_iov; both carry `pp`
+        // at the same offset).
+        let data = ctx.arg::<u64>(0).unwrap_or(0);
+        let first = read_field::<u64>(data, 0).unwrap_or(0) & !1u64;
+        let pool = read_field::<u64>(first, cfg.offsets.page_pp).unwrap_or(0);
+        (pool, data, ctx.arg::<u64>(1).unwrap_or(0) as u32)
+    };
+    let _ = data;
+    if let Some(c) = counters(pool) {
+        c.bulk_calls += 1;
+        c.bulk_pages += count as u64;
+    }
+    open_frame(site::BULK, pool, 0, false);
+    0
+}
+
+#[kretprobe]
+pub fn pp_bulk_exit(_ctx: RetProbeContext) -> u32 {
+    if let Some(f) = close_frame(site::BULK) {
+        if let Some(c) = counters(f.pool) {
+            c.bulk_released += f.released;
+        }
+    }
+    0
+}
+
+// ---- pages entering and leaving the pool --------------------------------------------------
+
+#[inline(always)]
+fn on_hold(pool: u64) {
+    if let Some(c) = counters(pool) {
+        c.hold_pages += 1;
+    }
+}
+
+#[inline(always)]
+fn on_release(pool: u64) {
+    if let Some(c) = counters(pool) {
+        c.release_pages += 1;
+    }
+    // Tell an open recycle frame of this task that its page left the pool.
+    let me = bpf_get_current_pid_tgid();
+    for s in [site::PUT, site::BULK] {
+        if let Some(f) = frame(s) {
+            if f.pid_tgid == me && f.pool == pool {
+                f.released += 1;
+            }
+        }
+    }
+}
+
+#[raw_tracepoint(tracepoint = "page_pool_state_hold")]
+pub fn tp_state_hold(ctx: RawTracePointContext) -> i32 {
+    on_hold(ctx.arg::<u64>(0));
+    0
+}
+
+#[raw_tracepoint(tracepoint = "page_pool_state_release")]
+pub fn tp_state_release(ctx: RawTracePointContext) -> i32 {
+    on_release(ctx.arg::<u64>(0));
+    0
+}
+
+#[kprobe]
+pub fn pp_hold(ctx: ProbeContext) -> u32 {
+    on_hold(ctx.arg::<u64>(0).unwrap_or(0));
+    0
+}
+
+#[kprobe]
+pub fn pp_release(ctx: ProbeContext) -> u32 {
+    on_release(ctx.arg::<u64>(0).unwrap_or(0));
+    0
+}
+
+// ---- lab helper ---------------------------------------------------------------------------
+
+/// Passes every packet: attached to a veth it makes the kernel give that veth page_pools
+/// (veth only runs its NAPI + page_pool receive path with an XDP program). Used by the lab
+/// and the tests, never by the probes.
+#[xdp]
+pub fn xdp_pass(_ctx: XdpContext) -> u32 {
+    aya_ebpf::bindings::xdp_action::XDP_PASS
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}

@@ -94,6 +94,12 @@ fn diagnose(
         backend,
         only_ifindex: 0,
     })?;
+    let attached = probes.hooks.iter().filter(|h| h.attached()).count();
+    eprintln!(
+        "ppscope: watching page_pools for {} ({attached}/{} hooks attached)",
+        humantime::format_duration(duration),
+        probes.hooks.len()
+    );
     let first = probes.sample()?;
     thread::sleep(duration);
     let last = probes.sample()?;

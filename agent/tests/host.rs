@@ -1,0 +1,318 @@
+//! Host tests: the `ppscope` binary as a user runs it, on this machine's kernel, against a
+//! real veth + XDP page_pool in network namespaces the test creates and removes.
+//!
+//! They need root (namespaces, BPF), so they are `#[ignore]`d for a plain `cargo test`;
+//! `cargo xtask test` runs them. Traffic stays between the test's own namespaces
+//! (198.18.0.0/15, the benchmark range).
+use std::{
+    fs,
+    io::{BufRead, BufReader},
+    path::Path,
+    process::{Child, Command, Output, Stdio},
+    thread,
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+
+const PPSCOPE: &str = env!("CARGO_BIN_EXE_ppscope");
+
+fn run(cmd: &str, args: &[&str]) -> Output {
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Two namespaces joined by a veth pair, XDP on the receiving end; removed on drop.
+struct VethLab {
+    ns_tx: String,
+    ns_rx: String,
+    dev_rx: String,
+    xdp: Option<Child>,
+}
+
+impl VethLab {
+    fn new(tag: &str, subnet: u8) -> Self {
+        let id = std::process::id() % 100_000;
+        let lab = Self {
+            ns_tx: format!("ppt-{tag}-tx-{id}"),
+            ns_rx: format!("ppt-{tag}-rx-{id}"),
+            dev_rx: format!("pr{tag}{id}"),
+            xdp: None,
+        };
+        let dev_tx = format!("pt{tag}{id}");
+        run("ip", &["netns", "add", &lab.ns_tx]);
+        run("ip", &["netns", "add", &lab.ns_rx]);
+        run(
+            "ip",
+            &[
+                "link",
+                "add",
+                &dev_tx,
+                "netns",
+                &lab.ns_tx,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &lab.dev_rx,
+                "netns",
+                &lab.ns_rx,
+            ],
+        );
+        let tx_addr = format!("198.18.{subnet}.1/24");
+        let rx_addr = format!("198.18.{subnet}.2/24");
+        for (ns, dev, addr) in [
+            (&lab.ns_tx, &dev_tx, &tx_addr),
+            (&lab.ns_rx, &lab.dev_rx, &rx_addr),
+        ] {
+            run("ip", &["-n", ns, "addr", "add", addr, "dev", dev]);
+            run("ip", &["-n", ns, "link", "set", dev, "up"]);
+            run("ip", &["-n", ns, "link", "set", "lo", "up"]);
+        }
+        lab
+    }
+
+    fn attach_xdp(&mut self) {
+        let mut child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.ns_rx,
+                PPSCOPE,
+                "lab",
+                "xdp",
+                &self.dev_rx,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn ppscope lab xdp");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.contains("attached"), "lab xdp said: {line:?}");
+        self.xdp = Some(child);
+    }
+
+    /// iperf3 from tx to rx for `secs` seconds.
+    fn traffic(&self, subnet: u8, secs: u32) {
+        let mut server = Command::new("ip")
+            .args(["netns", "exec", &self.ns_rx, "iperf3", "-s", "-1"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("iperf3 server (is iperf3 installed? cargo xtask setup)");
+        thread::sleep(Duration::from_millis(500));
+        let server_addr = format!("198.18.{subnet}.2");
+        let client = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.ns_tx,
+                "iperf3",
+                "-c",
+                &server_addr,
+                "-t",
+                &secs.to_string(),
+            ])
+            .output()
+            .expect("iperf3 client");
+        let _ = server.wait();
+        assert!(
+            client.status.success(),
+            "iperf3: {}",
+            String::from_utf8_lossy(&client.stderr)
+        );
+    }
+}
+
+impl Drop for VethLab {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.xdp.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for ns in [&self.ns_tx, &self.ns_rx] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+/// Starts `ppscope diagnose` and returns once it says it is watching.
+fn start_diagnose(args: &[&str]) -> Child {
+    let mut child = Command::new(PPSCOPE)
+        .arg("diagnose")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ppscope diagnose");
+    let mut line = String::new();
+    BufReader::new(child.stderr.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(
+        line.contains("watching page_pools"),
+        "diagnose said: {line:?}"
+    );
+    child
+}
+
+fn finish_json(child: Child) -> Value {
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "diagnose failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("diagnose --json prints JSON")
+}
+
+fn host_has_kprobes() -> bool {
+    Path::new("/sys/bus/event_source/devices/kprobe").exists()
+}
+
+#[test]
+#[ignore = "needs root: run through `cargo xtask test`"]
+fn tracepoints_see_slow_path_pages_on_a_veth_xdp_pool() {
+    let mut lab = VethLab::new("a", 20);
+    let diag = start_diagnose(&["--duration", "6s", "--json", "--backend", "tracepoint"]);
+    lab.attach_xdp();
+    lab.traffic(20, 2);
+    let report = finish_json(diag);
+
+    assert_eq!(
+        report["backends"]["page_hold"]["backend"], "tracepoint",
+        "{report:#}"
+    );
+    assert_eq!(report["backends"]["page_release"]["backend"], "tracepoint");
+    let pools = report["pools"].as_array().expect("pools array");
+    let pool = pools
+        .iter()
+        .find(|p| p["ifname"] == lab.dev_rx.as_str())
+        .unwrap_or_else(|| panic!("no pool named {} in {report:#}", lab.dev_rx));
+    let allocated = pool["pages"]["allocated"].as_u64().unwrap();
+    assert!(
+        allocated > 0,
+        "no slow-path pages on the veth pool: {pool:#}"
+    );
+    // The pool was created inside the window, from nothing: every page came from the allocator.
+    assert_eq!(
+        pool["pool_size"], 256,
+        "veth pools are VETH_RING_SIZE: {pool:#}"
+    );
+    // Tracepoints alone cannot split allocations: unknown, never a made-up 0.
+    assert!(pool["alloc"]["cache"].is_null(), "{pool:#}");
+    assert!(pool["ring_hit_rate"].is_null(), "{pool:#}");
+}
+
+#[test]
+#[ignore = "needs root: run through `cargo xtask test`"]
+fn text_report_names_the_pool_and_the_missing_hooks() {
+    let mut lab = VethLab::new("b", 21);
+    let diag = start_diagnose(&["--duration", "5s", "--dev", &lab.dev_rx.clone()]);
+    lab.attach_xdp();
+    lab.traffic(21, 2);
+    let out = diag.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains(&format!("pool {}  (", lab.dev_rx)), "{text}");
+    assert!(text.contains("from allocator"), "{text}");
+    assert!(text.contains("page_hold       tracepoint"), "{text}");
+    if !host_has_kprobes() {
+        assert!(
+            text.contains("the kernel has no kprobes (CONFIG_KPROBES is off)"),
+            "the report must say why kprobe hooks are missing: {text}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs root: run through `cargo xtask test`"]
+fn doctor_explains_this_kernel() {
+    let out = run(PPSCOPE, &["doctor", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let hooks = v["hooks"].as_array().unwrap();
+    let hook = |name: &str| hooks.iter().find(|h| h["hook"] == name).unwrap().clone();
+    assert_eq!(hook("page_hold")["backend"], "tracepoint");
+    if !host_has_kprobes() {
+        let alloc = hook("alloc");
+        assert!(alloc["backend"].is_null());
+        assert!(
+            alloc["reasons"][0]
+                .as_str()
+                .unwrap()
+                .contains("CONFIG_KPROBES"),
+            "{alloc}"
+        );
+    }
+    for f in v["fields"].as_array().unwrap() {
+        assert!(
+            f["offset"].is_u64(),
+            "BTF field unresolved on this kernel: {f}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs root: run through `cargo xtask test`"]
+fn unprivileged_user_gets_one_clear_sentence() {
+    // setpriv drops to nobody with no capabilities, as a user without sudo would run it.
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            PPSCOPE,
+            "diagnose",
+            "-d",
+            "1",
+        ])
+        .output()
+        .expect("setpriv (util-linux)");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("needs root or the capabilities CAP_BPF and CAP_PERFMON"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_duration_is_refused_before_anything_loads() {
+    let out = Command::new(PPSCOPE)
+        .args(["diagnose", "--duration", "soon"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("try 5s, 500ms, 2m"), "{err}");
+}
+
+#[test]
+#[ignore = "needs root: run through `cargo xtask test`"]
+fn lab_namespaces_are_removed() {
+    let (tx, rx);
+    {
+        let lab = VethLab::new("c", 22);
+        tx = lab.ns_tx.clone();
+        rx = lab.ns_rx.clone();
+        assert!(Path::new(&format!("/run/netns/{tx}")).exists());
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline && fs::metadata(format!("/run/netns/{rx}")).is_ok() {
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!Path::new(&format!("/run/netns/{tx}")).exists());
+    assert!(!Path::new(&format!("/run/netns/{rx}")).exists());
+}

@@ -115,7 +115,7 @@ impl KernelBtf {
                 continue;
             }
             if rest.is_empty() {
-                return (bits % 8 == 0).then_some(bits / 8);
+                return bits.is_multiple_of(8).then_some(bits / 8);
             }
             return self.walk(member_ty.as_ref()?, rest, bits);
         }

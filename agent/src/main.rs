@@ -50,7 +50,7 @@ struct ProbeArgs {
 enum Command {
     /// Watch every page_pool for a while and report what it did.
     Diagnose {
-        /// How long to watch (5, 5s, 500ms, 2m).
+        /// How long to watch (5, 5s, 500ms, 2m); Ctrl-C ends the window early.
         #[arg(long, short, default_value = "5s", value_parser = parse_duration)]
         duration: Duration,
         /// Print JSON (stable layout, see README) instead of text.
@@ -84,6 +84,23 @@ enum LabCommand {
     Xdp { dev: String },
 }
 
+/// Sleeps for `duration`, or less when SIGINT/SIGTERM arrives: Ctrl-C ends the window early
+/// and the report still comes (the probes detach when the process exits either way).
+fn wait_or_interrupt(duration: Duration) -> Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    let handle = signals.handle();
+    thread::spawn(move || {
+        if signals.forever().next().is_some() {
+            let _ = tx.send(());
+        }
+    });
+    let _ = rx.recv_timeout(duration);
+    handle.close();
+    Ok(())
+}
+
 fn diagnose(
     duration: Duration,
     json: bool,
@@ -101,7 +118,7 @@ fn diagnose(
         probes.hooks.len()
     );
     let first = probes.sample()?;
-    thread::sleep(duration);
+    wait_or_interrupt(duration)?;
     let last = probes.sample()?;
     let mut snap = model::snapshot(
         kernel::release(),

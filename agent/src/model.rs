@@ -498,8 +498,10 @@ mod tests {
         after.at = t0 + std::time::Duration::from_secs(2);
         // Pool 1 idle, pool 2 moved, pool 3 appeared.
         after.pools.get_mut(&2).unwrap().counters.alloc_calls += 10;
-        let mut small = PoolCounters::default();
-        small.hold_pages = 3;
+        let small = PoolCounters {
+            hold_pages: 3,
+            ..Default::default()
+        };
         after.pools.insert(
             3,
             RawPool {

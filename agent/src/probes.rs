@@ -161,7 +161,14 @@ const HOOKS: &[HookDef] = &[
     HookDef {
         name: "page_hold",
         loses: "pages entering the pool from the page allocator or provider",
-        kprobe: None,
+        // Called once per page the slow path brings in; memory providers may bypass it,
+        // which is why the tracepoint goes first.
+        kprobe: Some(KprobeDef {
+            symbols: &["page_pool_set_pp_info"],
+            entry: "pp_hold",
+            exit: None,
+            all: false,
+        }),
         tracepoint: Some(TracepointDef {
             name: "page_pool_state_hold",
             prog: "tp_state_hold",

@@ -52,17 +52,19 @@ fn read_field<T>(base: u64, offset: u32) -> Option<T> {
     unsafe { bpf_probe_read_kernel((base + offset as u64) as *const T).ok() }
 }
 
-/// The net_device of a pool: `slow.netdev` when the driver gave one, else its NAPI's device,
-/// else the net_device around `p.dev` when that device is of class "net" (veth).
+/// The net_device of a pool: its NAPI's device first (a pool whose device moved to another
+/// netns is re-parented to the old netns' loopback in `slow.netdev`, but its NAPI still names
+/// the real device), then `slow.netdev`, then the net_device around `p.dev` when that device
+/// is of class "net" (veth, which registers neither).
 #[inline(always)]
 fn pool_netdev(pool: u64, o: &ppscope_common::KernelOffsets) -> Option<u64> {
-    if let Some(dev) = read_field::<u64>(pool, o.pool_netdev).filter(|d| *d != 0) {
-        return Some(dev);
-    }
     if let Some(napi) = read_field::<u64>(pool, o.pool_napi).filter(|n| *n != 0) {
         if let Some(dev) = read_field::<u64>(napi, o.napi_dev).filter(|d| *d != 0) {
             return Some(dev);
         }
+    }
+    if let Some(dev) = read_field::<u64>(pool, o.pool_netdev).filter(|d| *d != 0) {
+        return Some(dev);
     }
     let device = read_field::<u64>(pool, o.pool_dev).filter(|d| *d != 0)?;
     let class = read_field::<u64>(device, o.device_class).filter(|c| *c != 0)?;

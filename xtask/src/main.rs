@@ -1,0 +1,53 @@
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "ppscope project tasks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Install everything a fresh machine lacks (Debian packages, BPF toolchain, QEMU).
+    Setup(xtask::setup::SetupArgs),
+    /// Run every test: unit, host (root) and VM lab.
+    Test(xtask::test::TestArgs),
+    /// The VM lab: boot a Debian kernel under QEMU with the lab topology and run a script.
+    Vm(xtask::vm::VmArgs),
+    /// Set up, build and run ppscope with the given arguments (default: `diagnose`).
+    Run {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+fn run_ppscope(mut args: Vec<String>) -> anyhow::Result<i32> {
+    let code = xtask::setup::run(&xtask::setup::SetupArgs::default())?;
+    if code != 0 {
+        return Ok(code);
+    }
+    let binary = xtask::vm::build_ppscope()?;
+    if args.is_empty() {
+        args.push("diagnose".into());
+    }
+    let status = std::process::Command::new(&binary).args(&args).status()?;
+    Ok(status.code().unwrap_or(1))
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Setup(args) => xtask::setup::run(&args),
+        Command::Test(args) => xtask::test::run(&args),
+        Command::Vm(args) => xtask::vm::main(args),
+        Command::Run { args } => run_ppscope(args),
+    };
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}

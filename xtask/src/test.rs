@@ -74,7 +74,73 @@ pub fn run(args: &TestArgs) -> Result<i32> {
     if args.no_vm {
         test.args(["--skip", "vm_"]);
     }
-    step("cargo test (unit, host, VM lab)", &mut test)?;
-    println!("\nall test layers passed");
+    println!("\n==> cargo test (unit, host, VM lab)");
+    let tally = run_counting(&mut test)?;
+    // One closing line for the whole run: cargo's own last line is often an empty doc-test
+    // binary's "0 passed", which says nothing about the run.
+    println!("\n{} passed, {} failed", tally.passed, tally.failed);
+    if tally.failed > 0 || !tally.success {
+        bail!("cargo test failed");
+    }
     Ok(0)
+}
+
+#[derive(Default)]
+struct Tally {
+    passed: u64,
+    failed: u64,
+    success: bool,
+}
+
+/// Runs `cargo test`, echoing its output, and adds up every `test result:` line.
+fn run_counting(cmd: &mut Command) -> Result<Tally> {
+    use std::io::{BufRead, BufReader};
+    let mut child = cmd
+        .current_dir(workspace_root())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot run {cmd:?}"))?;
+    let mut tally = Tally::default();
+    for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
+        let line = line?;
+        println!("{line}");
+        add_result_line(&mut tally, &line);
+    }
+    tally.success = child.wait()?.success();
+    Ok(tally)
+}
+
+/// `test result: ok. 17 passed; 0 failed; 1 ignored; ...`
+fn add_result_line(tally: &mut Tally, line: &str) {
+    let Some(rest) = line.strip_prefix("test result: ") else {
+        return;
+    };
+    for part in rest.split(';') {
+        let words: Vec<&str> = part.split_whitespace().collect();
+        if let [.., n, what] = words[..] {
+            let n: u64 = n.parse().unwrap_or(0);
+            match what {
+                "passed" => tally.passed += n,
+                "failed" => tally.failed += n,
+                _ => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adds_up_cargo_result_lines() {
+        let mut t = Tally::default();
+        add_result_line(&mut t, "test result: ok. 17 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.57s");
+        add_result_line(
+            &mut t,
+            "test result: FAILED. 5 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out",
+        );
+        add_result_line(&mut t, "running 3 tests");
+        assert_eq!((t.passed, t.failed), (22, 1));
+    }
 }

@@ -176,3 +176,37 @@ fn vm_kprobe_counts_match_the_kernel_page_pool_stats() {
         kernel_recycles,
     );
 }
+
+#[test]
+#[ignore = "boots the VM lab: run through `cargo xtask test`"]
+fn vm_run_cli_runs_a_script_with_its_arguments_and_exit_status() {
+    let dir = std::env::temp_dir().join(format!("ppscope-vm-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("probe.sh");
+    std::fs::write(
+        &script,
+        "echo \"args: $1|$2\"\nip netns list | sort | tr '\\n' ' '; echo\n\
+         ip -n ppb -4 -o addr show vnet1 | awk '{print $4}'\n\
+         uname -r\nexit 7\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["vm", "run", "--no-ppscope", "--script"])
+        .arg(&script)
+        .args(["--", "one", "two words"])
+        .output()
+        .expect("run cargo xtask vm");
+    let _ = std::fs::remove_dir_all(&dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(7),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("args: one|two words"), "{stdout}");
+    for ns in ["ppa", "ppb", "ppc", "ppd"] {
+        assert!(stdout.contains(ns), "netns {ns} missing: {stdout}");
+    }
+    assert!(stdout.contains("198.18.0.2/24"), "{stdout}");
+}

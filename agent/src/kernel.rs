@@ -1,12 +1,15 @@
 //! Facts about the running kernel and our privileges, read at run time.
-use std::{collections::HashSet, fs, path::Path};
+use std::{collections::HashMap, fs, path::Path};
 
 use anyhow::{Context, Result};
 
 /// Function names the kernel knows (`/proc/kallsyms`, text symbols only), with module names
-/// stripped. Names are listed even to unprivileged readers.
+/// stripped, and their sizes where addresses are visible (root: not hidden by kptr_restrict).
 pub struct Symbols {
-    names: HashSet<String>,
+    /// name → address (0 when hidden).
+    addrs: HashMap<String, u64>,
+    /// Every text symbol address, sorted: a symbol's size is the gap to the next one.
+    sorted: Vec<u64>,
 }
 
 impl Symbols {
@@ -16,19 +19,36 @@ impl Symbols {
     }
 
     pub fn parse(text: &str) -> Self {
-        let names = text
-            .lines()
-            .filter_map(|line| {
-                let mut it = line.split_whitespace();
-                let (_addr, kind, name) = (it.next()?, it.next()?, it.next()?);
-                matches!(kind, "t" | "T").then(|| name.to_string())
-            })
-            .collect();
-        Self { names }
+        let mut addrs = HashMap::new();
+        let mut sorted = Vec::new();
+        for line in text.lines() {
+            let mut it = line.split_whitespace();
+            let (Some(addr), Some(kind), Some(name)) = (it.next(), it.next(), it.next()) else {
+                continue;
+            };
+            if !matches!(kind, "t" | "T") {
+                continue;
+            }
+            let addr = u64::from_str_radix(addr, 16).unwrap_or(0);
+            if addr != 0 {
+                sorted.push(addr);
+            }
+            addrs.entry(name.to_string()).or_insert(addr);
+        }
+        sorted.sort_unstable();
+        sorted.dedup();
+        Self { addrs, sorted }
     }
 
     pub fn contains(&self, name: &str) -> bool {
-        self.names.contains(name)
+        self.addrs.contains_key(name)
+    }
+
+    /// Bytes of code of `name` (distance to the next text symbol), None when addresses are hidden.
+    pub fn size(&self, name: &str) -> Option<u64> {
+        let addr = *self.addrs.get(name).filter(|a| **a != 0)?;
+        let i = self.sorted.partition_point(|a| *a <= addr);
+        self.sorted.get(i).map(|next| next - addr)
     }
 }
 
@@ -95,6 +115,15 @@ mod tests {
         assert!(s.contains("page_pool_refill_alloc_cache"));
         assert!(s.contains("gve_alloc_buffer"));
         assert!(!s.contains("some_data"));
+        assert_eq!(s.size("_stext"), Some(0xa00000));
+        assert_eq!(
+            s.size("gve_alloc_buffer"),
+            None,
+            "last symbol: no next address"
+        );
+        let hidden = Symbols::parse("0000000000000000 T page_pool_alloc_pages\n");
+        assert!(hidden.contains("page_pool_alloc_pages"));
+        assert_eq!(hidden.size("page_pool_alloc_pages"), None);
     }
 
     #[test]

@@ -230,15 +230,19 @@ pub fn pool_view(
         .refill
         .then(|| c.refill_calls.saturating_sub(c.refill_empty));
     let slow = cov.slow.then(|| c.slow_calls + c.mp_alloc_calls);
-    let cache = match (cov.alloc, ring, slow) {
-        (true, Some(r), Some(s)) => Some(c.alloc_calls.saturating_sub(r + s)),
+    // Fewer allocation calls than refills + slow paths means some calls went through a path
+    // the alloc hook does not see: then the cache share is unknown, not a made-up 0.
+    let total = (cov.alloc && c.alloc_calls >= ring.unwrap_or(0) + slow.unwrap_or(0))
+        .then_some(c.alloc_calls);
+    let cache = match (total, ring, slow) {
+        (Some(t), Some(r), Some(s)) => Some(t - r - s),
         _ => None,
     };
     let alloc = AllocSplit {
         cache,
         ring,
         slow,
-        total: cov.alloc.then_some(c.alloc_calls),
+        total,
         ring_empty: cov.refill.then_some(c.refill_empty),
         ring_pages: cov.refill.then_some(c.refill_pages),
         frag_calls: cov.alloc.then_some(c.frag_calls),
@@ -431,6 +435,25 @@ mod tests {
         assert_eq!(v.label(), "vnet1");
         let anon = pool_view(0xffff_8880_0000_1000, &counters(), None, &ALL);
         assert_eq!(anon.label(), "pool 0xffff888000001000");
+    }
+
+    #[test]
+    fn an_alloc_hook_that_misses_calls_leaves_the_cache_share_unknown() {
+        let c = PoolCounters {
+            alloc_calls: 4,
+            refill_calls: 2391,
+            slow_calls: 4,
+            ..Default::default()
+        };
+        let v = pool_view(1, &c, None, &ALL);
+        assert_eq!(v.alloc.cache, None);
+        assert_eq!(v.alloc.total, None);
+        assert_eq!(v.alloc.ring, Some(2391));
+        assert_eq!(v.fast_path_rate, None);
+        assert!(
+            v.ring_hit_rate.is_some(),
+            "refills and slow paths are still exact"
+        );
     }
 
     #[test]

@@ -46,7 +46,16 @@ struct KprobeDef {
     exit: Option<&'static str>,
     /// Attach to every symbol found (distinct providers), not just the first.
     all: bool,
+    /// Older exported wrappers around the first symbol. Where the compiler inlined the whole
+    /// function into one (6.12: `page_pool_alloc_pages` carries its own copy), calls through
+    /// it never reach the probed symbol, so it is probed too; where it is a thin wrapper that
+    /// calls the symbol, probing it would count every call twice, so it is left alone.
+    wrappers: &'static [&'static str],
 }
+
+/// Above this size a "wrapper" holds its own copy of the function rather than a call to it
+/// (a thin wrapper is the ftrace/IBT preamble plus a jump or call: well under 64 bytes).
+const THIN_WRAPPER_MAX_BYTES: u64 = 64;
 
 struct TracepointDef {
     name: &'static str,
@@ -76,6 +85,7 @@ const HOOKS: &[HookDef] = &[
             entry: "pp_alloc",
             exit: None,
             all: false,
+            wrappers: &[],
         }),
         tracepoint: None,
         tracepoint_first: false,
@@ -88,6 +98,7 @@ const HOOKS: &[HookDef] = &[
             entry: "pp_alloc_frag",
             exit: None,
             all: false,
+            wrappers: &[],
         }),
         tracepoint: None,
         tracepoint_first: false,
@@ -100,6 +111,7 @@ const HOOKS: &[HookDef] = &[
             entry: "pp_refill_entry",
             exit: Some("pp_refill_exit"),
             all: false,
+            wrappers: &[],
         }),
         tracepoint: None,
         tracepoint_first: false,
@@ -115,6 +127,7 @@ const HOOKS: &[HookDef] = &[
             entry: "pp_slow_entry",
             exit: Some("pp_slow_exit"),
             all: false,
+            wrappers: &[],
         }),
         tracepoint: None,
         tracepoint_first: false,
@@ -127,6 +140,7 @@ const HOOKS: &[HookDef] = &[
             entry: "pp_mp_alloc",
             exit: None,
             all: true,
+            wrappers: &[],
         }),
         tracepoint: None,
         tracepoint_first: false,
@@ -142,6 +156,7 @@ const HOOKS: &[HookDef] = &[
             entry: "pp_put_entry",
             exit: Some("pp_put_exit"),
             all: false,
+            wrappers: &[],
         }),
         tracepoint: None,
         tracepoint_first: false,
@@ -149,11 +164,13 @@ const HOOKS: &[HookDef] = &[
     HookDef {
         name: "recycle_bulk",
         loses: "bulk recycles (XDP redirect/TX completion)",
+        // Before 6.14 the bulk free took the pool as its first argument: its own program.
         kprobe: Some(KprobeDef {
             symbols: &["page_pool_put_netmem_bulk", "page_pool_put_page_bulk"],
             entry: "pp_bulk_entry",
             exit: Some("pp_bulk_exit"),
             all: false,
+            wrappers: &[],
         }),
         tracepoint: None,
         tracepoint_first: false,
@@ -168,6 +185,7 @@ const HOOKS: &[HookDef] = &[
             entry: "pp_hold",
             exit: None,
             all: false,
+            wrappers: &[],
         }),
         tracepoint: Some(TracepointDef {
             name: "page_pool_state_hold",
@@ -183,6 +201,7 @@ const HOOKS: &[HookDef] = &[
             entry: "pp_release",
             exit: None,
             all: false,
+            wrappers: &[],
         }),
         tracepoint: Some(TracepointDef {
             name: "page_pool_state_release",
@@ -236,16 +255,16 @@ impl Probes {
         let btf = KernelBtf::load(Path::new(VMLINUX_BTF))?;
         let (offsets, fields) = btf.kernel_offsets();
         let symbols = Symbols::load()?;
-        let bulk_symbol = ["page_pool_put_netmem_bulk", "page_pool_put_page_bulk"]
-            .into_iter()
-            .find(|s| symbols.contains(s));
         let config = ProbeConfig {
             offsets,
-            bulk_has_pool_arg: bulk_symbol
-                .and_then(|s| btf.func_param_count(s))
-                .is_some_and(|n| n == 3) as u32,
             only_ifindex: opts.only_ifindex,
         };
+        // Which bulk-free program fits this kernel's signature (BTF says how many arguments).
+        let bulk_with_pool = ["page_pool_put_netmem_bulk", "page_pool_put_page_bulk"]
+            .into_iter()
+            .find(|s| symbols.contains(s))
+            .and_then(|s| btf.func_param_count(s))
+            == Some(3);
         let mut ebpf = EbpfLoader::new()
             .override_global("PPSCOPE_CONFIG", &config, true)
             .load(EBPF_OBJECT)
@@ -253,7 +272,15 @@ impl Probes {
 
         let mut hooks = Vec::new();
         for def in HOOKS {
-            hooks.push(attach_hook(&mut ebpf, def, opts.backend, &symbols));
+            let entry_override =
+                (def.name == "recycle_bulk" && bulk_with_pool).then_some("pp_bulk_entry_pool");
+            hooks.push(attach_hook(
+                &mut ebpf,
+                def,
+                opts.backend,
+                &symbols,
+                entry_override,
+            ));
         }
         if !hooks.iter().any(HookStatus::attached) {
             let why: Vec<String> = hooks
@@ -335,6 +362,7 @@ fn attach_hook(
     def: &HookDef,
     choice: BackendChoice,
     symbols: &Symbols,
+    entry_override: Option<&'static str>,
 ) -> HookStatus {
     let mut status = HookStatus {
         hook: def.name,
@@ -359,7 +387,7 @@ fn attach_hook(
         }
         let result = match backend {
             Backend::Kprobe => match &def.kprobe {
-                Some(k) => attach_kprobe(ebpf, k, symbols),
+                Some(k) => attach_kprobe(ebpf, k, entry_override.unwrap_or(k.entry), symbols),
                 None => continue,
             },
             Backend::Tracepoint => match &def.tracepoint {
@@ -387,6 +415,7 @@ fn attach_hook(
 fn attach_kprobe(
     ebpf: &mut Ebpf,
     def: &KprobeDef,
+    entry: &str,
     symbols: &Symbols,
 ) -> Result<Vec<String>, String> {
     if !kernel::has_kprobe_pmu() {
@@ -407,12 +436,31 @@ fn attach_kprobe(
     let wanted = if def.all { &found[..] } else { &found[..1] };
     let mut attached = Vec::new();
     for symbol in wanted {
-        for prog in std::iter::once(def.entry).chain(def.exit) {
+        for prog in std::iter::once(entry).chain(def.exit) {
             if let Err(e) = attach_one_kprobe(ebpf, prog, symbol) {
                 return Err(format!("kprobe {symbol}: {e}"));
             }
         }
         attached.push(symbol.to_string());
+    }
+    for wrapper in def.wrappers {
+        if !symbols.contains(wrapper) {
+            continue;
+        }
+        match symbols.size(wrapper) {
+            Some(size) if size > THIN_WRAPPER_MAX_BYTES => {
+                for prog in std::iter::once(entry).chain(def.exit) {
+                    if let Err(e) = attach_one_kprobe(ebpf, prog, wrapper) {
+                        return Err(format!("kprobe {wrapper}: {e}"));
+                    }
+                }
+                attached.push(format!("{wrapper} (carries its own copy)"));
+            }
+            Some(_) => {}
+            None => attached.push(format!(
+                "(not {wrapper}: its size is hidden from this process, so calls through it may be missed)"
+            )),
+        }
     }
     Ok(attached)
 }

@@ -88,9 +88,6 @@ impl KernelOffsets {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProbeConfig {
     pub offsets: KernelOffsets,
-    /// 1 when the bulk-free function takes the pool as its first argument (kernels before 6.14:
-    /// `page_pool_put_page_bulk(pool, data, count)`), 0 for `page_pool_put_netmem_bulk(data, count)`.
-    pub bulk_has_pool_arg: u32,
     /// Only count pools whose netdev has this ifindex (0 = all pools).
     pub only_ifindex: u32,
 }
@@ -98,7 +95,6 @@ pub struct ProbeConfig {
 impl ProbeConfig {
     pub const DEFAULT: Self = Self {
         offsets: KernelOffsets::UNKNOWN,
-        bulk_has_pool_arg: 0,
         only_ifindex: 0,
     };
 }

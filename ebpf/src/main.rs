@@ -321,29 +321,34 @@ pub fn pp_put_exit(_ctx: RetProbeContext) -> u32 {
     0
 }
 
-#[kprobe]
-pub fn pp_bulk_entry(ctx: ProbeContext) -> u32 {
-    let cfg = config();
-    let (pool, data, count) = if cfg.bulk_has_pool_arg != 0 {
-        (
-            ctx.arg::<u64>(0).unwrap_or(0),
-            ctx.arg::<u64>(1).unwrap_or(0),
-            ctx.arg::<u64>(2).unwrap_or(0) as u32,
-        )
-    } else {
-        // No pool argument: the first netmem names it (bit 0 marks a net_iov; both carry `pp`
-        // at the same offset).
-        let data = ctx.arg::<u64>(0).unwrap_or(0);
-        let first = read_field::<u64>(data, 0).unwrap_or(0) & !1u64;
-        let pool = read_field::<u64>(first, cfg.offsets.page_pp).unwrap_or(0);
-        (pool, data, ctx.arg::<u64>(1).unwrap_or(0) as u32)
-    };
-    let _ = data;
+#[inline(always)]
+fn bulk_entry(pool: u64, count: u64) {
     if let Some(c) = counters(pool) {
         c.bulk_calls += 1;
-        c.bulk_pages += count as u64;
+        c.bulk_pages += count;
     }
     open_frame(site::BULK, pool, 0, false);
+}
+
+/// `page_pool_put_page_bulk(pool, data, count)` (kernels before 6.14).
+#[kprobe]
+pub fn pp_bulk_entry_pool(ctx: ProbeContext) -> u32 {
+    let pool = ctx.arg::<u64>(0).unwrap_or(0);
+    let count = ctx.arg::<u32>(2).unwrap_or(0);
+    bulk_entry(pool, count as u64);
+    0
+}
+
+/// `page_pool_put_netmem_bulk(data, count)`: no pool argument, the first netmem names it
+/// (bit 0 marks a net_iov; pages and net_iovs carry `pp` at the same offset).
+#[kprobe]
+pub fn pp_bulk_entry(ctx: ProbeContext) -> u32 {
+    let data = ctx.arg::<u64>(0).unwrap_or(0);
+    let count = ctx.arg::<u32>(1).unwrap_or(0);
+    let cfg = config();
+    let first = read_field::<u64>(data, 0).unwrap_or(0) & !1u64;
+    let pool = read_field::<u64>(first, cfg.offsets.page_pp).unwrap_or(0);
+    bulk_entry(pool, count as u64);
     0
 }
 

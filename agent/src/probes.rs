@@ -43,6 +43,9 @@ struct KprobeDef {
     /// Alternatives across kernel versions, newest first.
     symbols: &'static [&'static str],
     entry: &'static str,
+    /// Another entry program for a symbol with this many parameters (from BTF): signatures
+    /// change across versions and a program reads its arguments by fixed position.
+    entry_by_arity: Option<(usize, &'static str)>,
     exit: Option<&'static str>,
     /// Attach to every symbol found (distinct providers), not just the first.
     all: bool,
@@ -83,6 +86,7 @@ const HOOKS: &[HookDef] = &[
                 "page_pool_alloc_pages",
             ],
             entry: "pp_alloc",
+            entry_by_arity: None,
             exit: None,
             all: false,
             wrappers: &[],
@@ -96,6 +100,7 @@ const HOOKS: &[HookDef] = &[
         kprobe: Some(KprobeDef {
             symbols: &["page_pool_alloc_frag_netmem", "page_pool_alloc_frag"],
             entry: "pp_alloc_frag",
+            entry_by_arity: None,
             exit: None,
             all: false,
             wrappers: &[],
@@ -109,6 +114,7 @@ const HOOKS: &[HookDef] = &[
         kprobe: Some(KprobeDef {
             symbols: &["page_pool_refill_alloc_cache"],
             entry: "pp_refill_entry",
+            entry_by_arity: None,
             exit: Some("pp_refill_exit"),
             all: false,
             wrappers: &[],
@@ -125,6 +131,7 @@ const HOOKS: &[HookDef] = &[
                 "__page_pool_alloc_pages_slow",
             ],
             entry: "pp_slow_entry",
+            entry_by_arity: None,
             exit: Some("pp_slow_exit"),
             all: false,
             wrappers: &[],
@@ -138,6 +145,7 @@ const HOOKS: &[HookDef] = &[
         kprobe: Some(KprobeDef {
             symbols: &["mp_dmabuf_devmem_alloc_netmems", "io_pp_zc_alloc_netmems"],
             entry: "pp_mp_alloc",
+            entry_by_arity: None,
             exit: None,
             all: true,
             wrappers: &[],
@@ -154,6 +162,7 @@ const HOOKS: &[HookDef] = &[
                 "page_pool_put_defragged_page",
             ],
             entry: "pp_put_entry",
+            entry_by_arity: None,
             exit: Some("pp_put_exit"),
             all: false,
             wrappers: &[],
@@ -168,6 +177,7 @@ const HOOKS: &[HookDef] = &[
         kprobe: Some(KprobeDef {
             symbols: &["page_pool_put_netmem_bulk", "page_pool_put_page_bulk"],
             entry: "pp_bulk_entry",
+            entry_by_arity: Some((3, "pp_bulk_entry_pool")),
             exit: Some("pp_bulk_exit"),
             all: false,
             wrappers: &[],
@@ -183,6 +193,7 @@ const HOOKS: &[HookDef] = &[
         kprobe: Some(KprobeDef {
             symbols: &["page_pool_set_pp_info"],
             entry: "pp_hold",
+            entry_by_arity: None,
             exit: None,
             all: false,
             wrappers: &[],
@@ -199,6 +210,7 @@ const HOOKS: &[HookDef] = &[
         kprobe: Some(KprobeDef {
             symbols: &["page_pool_return_netmem", "page_pool_return_page"],
             entry: "pp_release",
+            entry_by_arity: None,
             exit: None,
             all: false,
             wrappers: &[],
@@ -259,12 +271,6 @@ impl Probes {
             offsets,
             only_ifindex: opts.only_ifindex,
         };
-        // Which bulk-free program fits this kernel's signature (BTF says how many arguments).
-        let bulk_with_pool = ["page_pool_put_netmem_bulk", "page_pool_put_page_bulk"]
-            .into_iter()
-            .find(|s| symbols.contains(s))
-            .and_then(|s| btf.func_param_count(s))
-            == Some(3);
         let mut ebpf = EbpfLoader::new()
             .override_global("PPSCOPE_CONFIG", &config, true)
             .load(EBPF_OBJECT)
@@ -272,15 +278,7 @@ impl Probes {
 
         let mut hooks = Vec::new();
         for def in HOOKS {
-            let entry_override =
-                (def.name == "recycle_bulk" && bulk_with_pool).then_some("pp_bulk_entry_pool");
-            hooks.push(attach_hook(
-                &mut ebpf,
-                def,
-                opts.backend,
-                &symbols,
-                entry_override,
-            ));
+            hooks.push(attach_hook(&mut ebpf, def, opts.backend, &symbols, &btf));
         }
         if !hooks.iter().any(HookStatus::attached) {
             let why: Vec<String> = hooks
@@ -362,7 +360,7 @@ fn attach_hook(
     def: &HookDef,
     choice: BackendChoice,
     symbols: &Symbols,
-    entry_override: Option<&'static str>,
+    btf: &KernelBtf,
 ) -> HookStatus {
     let mut status = HookStatus {
         hook: def.name,
@@ -387,7 +385,7 @@ fn attach_hook(
         }
         let result = match backend {
             Backend::Kprobe => match &def.kprobe {
-                Some(k) => attach_kprobe(ebpf, k, entry_override.unwrap_or(k.entry), symbols),
+                Some(k) => attach_kprobe(ebpf, k, symbols, btf),
                 None => continue,
             },
             Backend::Tracepoint => match &def.tracepoint {
@@ -415,8 +413,8 @@ fn attach_hook(
 fn attach_kprobe(
     ebpf: &mut Ebpf,
     def: &KprobeDef,
-    entry: &str,
     symbols: &Symbols,
+    btf: &KernelBtf,
 ) -> Result<Vec<String>, String> {
     if !kernel::has_kprobe_pmu() {
         return Err("kprobe: the kernel has no kprobes (CONFIG_KPROBES is off)".into());
@@ -435,6 +433,11 @@ fn attach_kprobe(
     }
     let wanted = if def.all { &found[..] } else { &found[..1] };
     let mut attached = Vec::new();
+    // The first symbol found sets the signature (alternatives are versions of one function).
+    let entry = match def.entry_by_arity {
+        Some((arity, prog)) if btf.func_param_count(wanted[0]) == Some(arity) => prog,
+        _ => def.entry,
+    };
     for symbol in wanted {
         for prog in std::iter::once(entry).chain(def.exit) {
             if let Err(e) = attach_one_kprobe(ebpf, prog, symbol) {

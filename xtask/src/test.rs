@@ -70,7 +70,14 @@ pub fn run(args: &TestArgs) -> Result<i32> {
     )?;
 
     let mut test = cargo();
-    test.args(["test", "--workspace", "--", "--include-ignored"]);
+    // One test at a time: two TCG guests on a 2-core machine starve each other.
+    test.args([
+        "test",
+        "--workspace",
+        "--",
+        "--include-ignored",
+        "--test-threads=1",
+    ]);
     if args.no_vm {
         test.args(["--skip", "vm_"]);
     }

@@ -246,7 +246,13 @@ fn guest_path(g: &str) -> String {
 /// Boot the lab, run the script, stream its output, return its status and output.
 pub fn run_script(run: &VmRun) -> Result<VmOutcome> {
     let prep = prepare(run, false)?;
-    let r = qemu::run(&prep.machine(), &prep.dir, run.timeout, run.console);
+    let mut r = qemu::run(&prep.machine(), &prep.dir, run.timeout, run.console);
+    if let Err(e) = &r {
+        if e.downcast_ref::<qemu::BootHang>().is_some() {
+            eprintln!("vm: warning: {e:#}\nvm: booting once more");
+            r = qemu::run(&prep.machine(), &prep.dir, run.timeout, run.console);
+        }
+    }
     prep.cleanup(r.is_ok());
     let out = r?;
     Ok(VmOutcome {

@@ -192,6 +192,15 @@ pub fn run(m: &Machine, run_dir: &Path, timeout: Duration, echo_console: bool) -
                 diagnostics(&console_log, &qemu_stderr, &output)
             )
         }
+        Collected::NoBoot { output } => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(anyhow::Error::new(BootHang).context(format!(
+                "the guest did not bring the lab up within {} s (killed QEMU)\n{}",
+                BOOT_TIMEOUT.min(timeout).as_secs(),
+                diagnostics(&console_log, &qemu_stderr, &output)
+            )))
+        }
         Collected::Timeout { output } => {
             let _ = child.kill();
             let _ = child.wait();
@@ -204,11 +213,41 @@ pub fn run(m: &Machine, run_dir: &Path, timeout: Duration, echo_console: bool) -
     }
 }
 
+/// The lab is up in 4-9 s on an idle machine; far beyond that the boot has hung (seen once
+/// with an empty console while another TCG guest ran beside it).
+pub const BOOT_TIMEOUT: Duration = Duration::from_secs(150);
+
+/// Marks an error as "the guest never booted", which `run_script` retries once.
+#[derive(Debug)]
+pub struct BootHang;
+
+impl std::fmt::Display for BootHang {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the guest's boot hung")
+    }
+}
+
+impl std::error::Error for BootHang {}
+
 enum Collected {
-    Exit { status: i32, output: String },
-    SetupFailed { what: String, output: String },
-    Eof { output: String },
-    Timeout { output: String },
+    Exit {
+        status: i32,
+        output: String,
+    },
+    /// The lab never came up (no start marker in time): a hung boot, worth one retry.
+    NoBoot {
+        output: String,
+    },
+    SetupFailed {
+        what: String,
+        output: String,
+    },
+    Eof {
+        output: String,
+    },
+    Timeout {
+        output: String,
+    },
 }
 
 fn collect(
@@ -219,12 +258,16 @@ fn collect(
 ) -> Collected {
     let mut output = String::new();
     let deadline = started + timeout;
+    let boot_deadline = started + BOOT_TIMEOUT.min(timeout);
+    let mut up = false;
     let mut out = std::io::stdout();
     loop {
-        let left = deadline.saturating_duration_since(Instant::now());
+        let until = if up { deadline } else { boot_deadline };
+        let left = until.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
             Ok(Some(line)) => {
                 if line.trim() == START_MARKER {
+                    up = true;
                     eprintln!(
                         "vm: lab up after {:.1} s, running the script",
                         started.elapsed().as_secs_f64()
@@ -250,6 +293,7 @@ fn collect(
             Ok(None) | Err(mpsc::RecvTimeoutError::Disconnected) => {
                 return Collected::Eof { output }
             }
+            Err(mpsc::RecvTimeoutError::Timeout) if !up => return Collected::NoBoot { output },
             Err(mpsc::RecvTimeoutError::Timeout) => return Collected::Timeout { output },
         }
     }

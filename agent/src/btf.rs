@@ -36,6 +36,21 @@ impl KernelBtf {
         Ok(Self { btf })
     }
 
+    /// A module's split BTF (`/sys/kernel/btf/<module>`) on top of vmlinux's.
+    pub fn load_module(base: &KernelBtf, module: &str) -> Result<Self> {
+        let path = format!("/sys/kernel/btf/{module}");
+        let btf = Btf::from_split_file(&path, &base.btf)
+            .with_context(|| format!("cannot read {path} (module not loaded?)"))?;
+        Ok(Self { btf })
+    }
+
+    /// gve offsets from the gve module's BTF: (`gve_rx_ring.q_num`, `gve_notify_block.rx`).
+    pub fn gve_offsets(&self) -> ((u32, u32), Vec<ResolvedField>) {
+        let (q, q_off) = self.first_of("gve_rx_q_num", "gve_rx_ring", &[&["q_num"]]);
+        let (b, b_off) = self.first_of("gve_block_rx", "gve_notify_block", &[&["rx"]]);
+        ((q_off, b_off), vec![q, b])
+    }
+
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
         Ok(Self {
             btf: Btf::from_bytes(bytes).context("not valid BTF")?,
@@ -184,6 +199,9 @@ impl KernelBtf {
             netdev_ifindex: get("ifindex", "net_device", &[&["ifindex"]]),
             netdev_name: get("ifname", "net_device", &[&["name"]]),
             page_pp: get("page_pp", "page", &[&["pp"]]),
+            // From the gve module's BTF: see `gve_offsets`.
+            gve_rx_q_num: OFFSET_UNKNOWN,
+            gve_block_rx: OFFSET_UNKNOWN,
         };
         (offsets, fields)
     }

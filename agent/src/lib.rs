@@ -6,5 +6,6 @@ pub mod btf;
 pub mod kernel;
 pub mod lab;
 pub mod model;
+pub mod netlink;
 pub mod probes;
 pub mod report;

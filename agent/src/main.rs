@@ -8,8 +8,8 @@ use std::{
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use ppscope::{
-    kernel, lab, model,
-    probes::{BackendChoice, ProbeOptions, Probes},
+    btf, kernel, lab, model,
+    probes::{Backend, BackendChoice, ProbeOptions, Probes},
     report,
 };
 
@@ -156,6 +156,7 @@ fn doctor(json: bool, backend: BackendChoice) -> Result<()> {
         let v = serde_json::json!({
             "kernel": kernel::release(),
             "kprobes": kernel::has_kprobe_pmu(),
+            "btf": btf::VMLINUX_BTF,
             "hooks": probes.hooks,
             "fields": probes.fields,
         });
@@ -163,14 +164,33 @@ fn doctor(json: bool, backend: BackendChoice) -> Result<()> {
         return Ok(());
     }
     println!("kernel {}", kernel::release());
-    println!(
-        "kprobes: {}",
-        if kernel::has_kprobe_pmu() {
-            "available"
+    let served_by = |b: Backend| probes.hooks.iter().filter(|h| h.backend == Some(b)).count();
+    let refused = |what: &str| {
+        probes
+            .hooks
+            .iter()
+            .flat_map(|h| &h.reasons)
+            .find(|r| r.starts_with(what))
+            .cloned()
+    };
+    for (name, backend, prefix) in [
+        ("fentry/fexit", Backend::Fentry, "fentry"),
+        ("kprobes", Backend::Kprobe, "kprobe"),
+        ("tracepoints", Backend::Tracepoint, "tracepoint"),
+    ] {
+        let n = served_by(backend);
+        let line = if n > 0 {
+            format!("serve {n} hook(s)")
+        } else if let Some(r) = refused(prefix) {
+            format!(
+                "unavailable: {}",
+                r.split_once(": ").map_or(r.as_str(), |(_, why)| why)
+            )
         } else {
-            "not available (CONFIG_KPROBES off)"
-        }
-    );
+            "not used".into()
+        };
+        println!("{name:<13} {line}");
+    }
     println!("\nhooks");
     for h in &probes.hooks {
         match h.backend {

@@ -9,7 +9,7 @@
 //! ptr_ring, **ring_full** = left the pool instead (ring full, or the page was not recyclable).
 use std::{collections::HashMap, time::Instant};
 
-use ppscope_common::{PoolCounters, PoolIdentity, LATENCY_BUCKETS};
+use ppscope_common::{site_stat, PoolCounters, PoolIdentity, SiteStats, LATENCY_BUCKETS};
 use serde::Serialize;
 
 use crate::probes::HookStatus;
@@ -26,12 +26,26 @@ pub struct Coverage {
     pub release: bool,
     /// The alloc cache's layout is known (needed to see direct recycling).
     pub cache_layout: bool,
+    pub provider_alloc: bool,
+    pub dontneed: bool,
+    pub devmem_free: bool,
+    pub gve_alloc: bool,
+    pub gve_poll: bool,
 }
 
 #[derive(Debug, Clone, Default)]
 pub struct RawPool {
     pub counters: PoolCounters,
     pub identity: Option<PoolIdentity>,
+    /// The gve rx queue this pool serves, when gve's pool creation was seen.
+    pub gve_queue: Option<u32>,
+}
+
+/// Cumulative run time and run count of ppscope's own programs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProgramRuntime {
+    pub run_ns: u64,
+    pub runs: u64,
 }
 
 /// Cumulative counters of every pool at one instant.
@@ -39,6 +53,24 @@ pub struct RawPool {
 pub struct RawSample {
     pub at: Instant,
     pub pools: HashMap<u64, RawPool>,
+    /// Whole-site stats, indexed by `site_stat::*`.
+    pub sites: [SiteStats; site_stat::COUNT as usize],
+    /// gve NAPI poll per rx queue.
+    pub gve_poll: HashMap<u32, SiteStats>,
+    /// None when BPF run-time statistics could not be switched on.
+    pub runtime: Option<ProgramRuntime>,
+}
+
+impl RawSample {
+    pub fn empty(at: Instant) -> Self {
+        Self {
+            at,
+            pools: HashMap::new(),
+            sites: [SiteStats::default(); site_stat::COUNT as usize],
+            gve_poll: HashMap::new(),
+            runtime: None,
+        }
+    }
 }
 
 macro_rules! for_each_counter {
@@ -59,7 +91,8 @@ macro_rules! for_each_counter {
             bulk_pages,
             bulk_released,
             hold_pages,
-            release_pages
+            release_pages,
+            mp_ns_sum
         )
     };
 }
@@ -89,6 +122,112 @@ pub fn delta(later: &PoolCounters, earlier: &PoolCounters) -> PoolCounters {
             .unwrap_or(later.slow_hist[i]);
     }
     d
+}
+
+/// `into += other` for site stats (summing per-CPU values).
+pub fn accumulate_site(into: &mut SiteStats, other: &SiteStats) {
+    into.calls = into.calls.wrapping_add(other.calls);
+    into.ns_sum = into.ns_sum.wrapping_add(other.ns_sum);
+    into.value_sum = into.value_sum.wrapping_add(other.value_sum);
+    into.errors = into.errors.wrapping_add(other.errors);
+    for i in 0..LATENCY_BUCKETS {
+        into.ns_hist[i] = into.ns_hist[i].wrapping_add(other.ns_hist[i]);
+        into.value_hist[i] = into.value_hist[i].wrapping_add(other.value_hist[i]);
+    }
+}
+
+/// `later - earlier` for site stats, restarting where a value went backwards.
+pub fn delta_site(later: &SiteStats, earlier: &SiteStats) -> SiteStats {
+    let d = |a: u64, b: u64| a.checked_sub(b).unwrap_or(a);
+    let mut out = SiteStats {
+        calls: d(later.calls, earlier.calls),
+        ns_sum: d(later.ns_sum, earlier.ns_sum),
+        value_sum: d(later.value_sum, earlier.value_sum),
+        errors: d(later.errors, earlier.errors),
+        ..Default::default()
+    };
+    for i in 0..LATENCY_BUCKETS {
+        out.ns_hist[i] = d(later.ns_hist[i], earlier.ns_hist[i]);
+        out.value_hist[i] = d(later.value_hist[i], earlier.value_hist[i]);
+    }
+    out
+}
+
+/// One measured site over an interval: latency, and the site's value where it has one.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SiteView {
+    pub calls: u64,
+    pub latency: Option<Latency>,
+    /// Sum of the value (frags freed, NAPI work) over the interval.
+    pub value_sum: Option<u64>,
+    /// Distribution of the value per call (log2 buckets; p50/p99/max are bucket edges).
+    pub value: Option<Latency>,
+    /// value_sum / calls.
+    pub value_per_call: Option<f64>,
+    /// Total time / value_sum: e.g. ns per frag freed.
+    pub ns_per_value: Option<f64>,
+    /// Calls that returned an error.
+    pub errors: u64,
+}
+
+impl SiteView {
+    pub fn from_stats(s: &SiteStats, has_value: bool) -> Self {
+        let value = has_value
+            .then(|| Latency::from_log2(&s.value_hist, s.value_sum))
+            .flatten();
+        Self {
+            calls: s.calls,
+            latency: Latency::from_log2(&s.ns_hist, s.ns_sum),
+            value_sum: has_value.then_some(s.value_sum),
+            value,
+            value_per_call: if has_value {
+                ratio(s.value_sum, s.calls)
+            } else {
+                None
+            },
+            ns_per_value: if has_value && s.value_sum > 0 {
+                Some(s.ns_sum as f64 / s.value_sum as f64)
+            } else {
+                None
+            },
+            errors: s.errors,
+        }
+    }
+}
+
+/// devmem TCP: `SO_DEVMEM_DONTNEED` frees, buffer returns, provider allocations.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct DevmemView {
+    /// `sock_devmem_dontneed`: latency and frags freed per call.
+    pub dontneed: Option<SiteView>,
+    /// `net_devmem_free_dmabuf`: one buffer back to the dmabuf's gen_pool.
+    pub free: Option<SiteView>,
+    /// Memory-provider allocations (devmem, io_uring zcrx), all pools.
+    pub provider_alloc: Option<SiteView>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct GveQueueView {
+    pub queue: u32,
+    /// NAPI poll (`gve_rx_poll_dqo`): duration, and work per poll as the value.
+    pub poll: SiteView,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct GveView {
+    /// `gve_alloc_buffer` latency.
+    pub alloc: Option<SiteView>,
+    pub queues: Vec<GveQueueView>,
+}
+
+/// ppscope's own cost over the interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct OverheadView {
+    pub runs: u64,
+    pub run_ns: u64,
+    pub ns_per_run: Option<f64>,
+    /// Share of one CPU spent in ppscope's programs.
+    pub cpu_share: f64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -179,6 +318,11 @@ pub struct PoolView {
     pub ring_size: Option<u32>,
     pub order: Option<u32>,
     pub memory_provider: Option<bool>,
+    /// The gve rx queue this pool serves (seen at pool creation).
+    pub gve_queue: Option<u32>,
+    /// Memory-provider allocations of this pool and their mean time.
+    pub provider_allocs: Option<u64>,
+    pub provider_alloc_mean_ns: Option<f64>,
     pub alloc: AllocSplit,
     pub recycle: RecycleSplit,
     pub pages: PageFlow,
@@ -280,6 +424,13 @@ pub fn pool_view(
         order: known(PoolIdentity::KNOWN_ORDER).map(|i| i.order),
         memory_provider: known(PoolIdentity::KNOWN_MEMORY_PROVIDER)
             .map(|i| i.has_memory_provider != 0),
+        gve_queue: None,
+        provider_allocs: cov.provider_alloc.then_some(c.mp_alloc_calls),
+        provider_alloc_mean_ns: if cov.provider_alloc && c.mp_alloc_calls > 0 {
+            Some(c.mp_ns_sum as f64 / c.mp_alloc_calls as f64)
+        } else {
+            None
+        },
         alloc,
         recycle,
         pages: PageFlow {
@@ -308,11 +459,17 @@ pub struct Snapshot {
     pub kernel: String,
     pub duration_seconds: f64,
     pub pools: Vec<PoolView>,
+    /// None when none of the devmem hooks is attached.
+    pub devmem: Option<DevmemView>,
+    /// None when the gve module is not loaded (or none of its hooks attached).
+    pub gve: Option<GveView>,
+    /// ppscope's own programs: None when BPF run-time stats are unavailable.
+    pub overhead: Option<OverheadView>,
     /// Per hook: the backend that served it and where, or why nothing did.
     pub backends: std::collections::BTreeMap<&'static str, HookStatus>,
 }
 
-/// The pools that moved between two samples, busiest first.
+/// Everything that moved between two samples, busiest pools first.
 pub fn snapshot(
     kernel: String,
     earlier: &RawSample,
@@ -328,20 +485,70 @@ pub fn snapshot(
             let before = earlier.pools.get(addr).unwrap_or(&zero);
             let d = delta(&now.counters, &before.counters);
             (d != PoolCounters::default()).then(|| {
-                pool_view(
-                    *addr,
-                    &d,
-                    now.identity.as_ref().or(before.identity.as_ref()),
-                    cov,
-                )
+                let id = now.identity.as_ref().or(before.identity.as_ref());
+                let mut view = pool_view(*addr, &d, id, cov);
+                view.gve_queue = now.gve_queue.or(before.gve_queue);
+                view
             })
         })
         .collect();
     pools.sort_by(|a, b| b.activity().cmp(&a.activity()).then(a.pool.cmp(&b.pool)));
+
+    let site = |i: u32, on: bool, has_value: bool| {
+        on.then(|| {
+            let i = i as usize;
+            SiteView::from_stats(&delta_site(&later.sites[i], &earlier.sites[i]), has_value)
+        })
+    };
+    let devmem = (cov.dontneed || cov.devmem_free || cov.provider_alloc).then(|| DevmemView {
+        dontneed: site(site_stat::DONTNEED, cov.dontneed, true),
+        free: site(site_stat::DEVMEM_FREE, cov.devmem_free, false),
+        provider_alloc: site(site_stat::PROVIDER_ALLOC, cov.provider_alloc, false),
+    });
+    let gve = (cov.gve_alloc || cov.gve_poll).then(|| {
+        let mut queues: Vec<GveQueueView> = later
+            .gve_poll
+            .iter()
+            .map(|(q, now)| {
+                let before = earlier.gve_poll.get(q).copied().unwrap_or_default();
+                GveQueueView {
+                    queue: *q,
+                    poll: SiteView::from_stats(&delta_site(now, &before), true),
+                }
+            })
+            .filter(|q| q.poll.calls > 0)
+            .collect();
+        queues.sort_by_key(|q| q.queue);
+        GveView {
+            alloc: site(site_stat::GVE_ALLOC, cov.gve_alloc, false),
+            queues,
+        }
+    });
+    let duration = later.at.duration_since(earlier.at).as_secs_f64();
+    let overhead = match (earlier.runtime, later.runtime) {
+        (Some(a), Some(b)) => {
+            let runs = b.runs.saturating_sub(a.runs);
+            let run_ns = b.run_ns.saturating_sub(a.run_ns);
+            Some(OverheadView {
+                runs,
+                run_ns,
+                ns_per_run: ratio(run_ns, runs),
+                cpu_share: if duration > 0.0 {
+                    run_ns as f64 / 1e9 / duration
+                } else {
+                    0.0
+                },
+            })
+        }
+        _ => None,
+    };
     Snapshot {
         kernel,
-        duration_seconds: later.at.duration_since(earlier.at).as_secs_f64(),
+        duration_seconds: duration,
         pools,
+        devmem,
+        gve,
+        overhead,
         backends: hooks.iter().map(|h| (h.hook, h.clone())).collect(),
     }
 }
@@ -359,6 +566,11 @@ mod tests {
         hold: true,
         release: true,
         cache_layout: true,
+        provider_alloc: true,
+        dontneed: true,
+        devmem_free: true,
+        gve_alloc: true,
+        gve_poll: true,
     };
 
     fn counters() -> PoolCounters {
@@ -499,15 +711,13 @@ mod tests {
     #[test]
     fn snapshot_keeps_moving_pools_busiest_first() {
         let t0 = Instant::now();
-        let mut before = RawSample {
-            at: t0,
-            pools: HashMap::new(),
-        };
+        let mut before = RawSample::empty(t0);
         before.pools.insert(
             1,
             RawPool {
                 counters: counters(),
                 identity: None,
+                ..Default::default()
             },
         );
         before.pools.insert(
@@ -515,6 +725,7 @@ mod tests {
             RawPool {
                 counters: counters(),
                 identity: None,
+                ..Default::default()
             },
         );
         let mut after = before.clone();
@@ -530,6 +741,7 @@ mod tests {
             RawPool {
                 counters: small,
                 identity: None,
+                ..Default::default()
             },
         );
         let s = snapshot("k".into(), &before, &after, &ALL, &[]);

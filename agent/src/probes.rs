@@ -1,23 +1,24 @@
 //! The live source's kernel side: which hook goes on which backend, attaching, reading maps.
 //!
-//! Every hook lists its attach candidates across kernel versions. The backend is chosen per
-//! hook at run time by what the kernel accepts; what could not attach is kept with its reason
-//! so the report and `doctor` can say exactly what is missing and why.
-use std::{collections::HashMap, path::Path};
+//! Every hook lists its attach candidates across kernel versions and backends. The backend
+//! is chosen per hook at run time by what the kernel accepts (fentry/fexit, then kprobes,
+//! then tracepoints); what could not attach is kept with its reason so the report and
+//! `doctor` can say exactly what is missing and why.
+use std::{collections::HashMap, os::fd::OwnedFd, path::Path, time::Instant};
 
 use anyhow::{anyhow, Context, Result};
 use aya::{
-    maps::{HashMap as BpfHashMap, PerCpuHashMap},
-    programs::{KProbe, RawTracePoint},
-    Ebpf, EbpfLoader,
+    maps::{HashMap as BpfHashMap, PerCpuArray, PerCpuHashMap},
+    programs::{FEntry, FExit, KProbe, Program, RawTracePoint},
+    Btf, Ebpf, EbpfLoader,
 };
-use ppscope_common::{PoolCounters, PoolIdentity, ProbeConfig};
+use ppscope_common::{site_stat, PoolCounters, PoolIdentity, ProbeConfig, SiteStats};
 use serde::Serialize;
 
 use crate::{
     btf::{KernelBtf, ResolvedField, VMLINUX_BTF},
     kernel::{self, Symbols},
-    model::{accumulate, Coverage, RawPool, RawSample},
+    model::{accumulate, accumulate_site, Coverage, ProgramRuntime, RawPool, RawSample},
 };
 
 /// The eBPF object built by `agent/build.rs` from `ebpf/`.
@@ -26,6 +27,7 @@ pub static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(env!("PPSCOPE_EBPF_O
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
+    Fentry,
     Kprobe,
     Tracepoint,
 }
@@ -35,8 +37,18 @@ pub enum Backend {
 pub enum BackendChoice {
     #[default]
     Auto,
+    Fentry,
     Kprobe,
     Tracepoint,
+}
+
+/// What a hook is about, for grouping in reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Group {
+    PagePool,
+    Devmem,
+    Gve,
 }
 
 struct KprobeDef {
@@ -56,9 +68,14 @@ struct KprobeDef {
     wrappers: &'static [&'static str],
 }
 
-/// Above this size a "wrapper" holds its own copy of the function rather than a call to it
-/// (a thin wrapper is the ftrace/IBT preamble plus a jump or call: well under 64 bytes).
-const THIN_WRAPPER_MAX_BYTES: u64 = 64;
+/// fentry/fexit programs of a hook. One program attaches to one function, so a hook that
+/// covers several functions names one program pair per function, in `KprobeDef::symbols`
+/// order (`pairs`), and one for its wrapper.
+struct FentryDef {
+    pairs: [(Option<&'static str>, Option<&'static str>); 2],
+    entry_by_arity: Option<(usize, &'static str)>,
+    wrapper_entry: Option<&'static str>,
+}
 
 struct TracepointDef {
     name: &'static str,
@@ -67,112 +84,153 @@ struct TracepointDef {
 
 struct HookDef {
     name: &'static str,
+    group: Group,
     /// What the user loses when this hook is missing.
     loses: &'static str,
     kprobe: Option<KprobeDef>,
+    fentry: Option<FentryDef>,
     tracepoint: Option<TracepointDef>,
     /// The tracepoint is the exact source (it fires for memory providers too), so it goes first.
     tracepoint_first: bool,
+    /// The kernel module the functions live in, if not vmlinux.
+    module: Option<&'static str>,
+}
+
+const fn kp(
+    symbols: &'static [&'static str],
+    entry: &'static str,
+    exit: Option<&'static str>,
+) -> Option<KprobeDef> {
+    Some(KprobeDef {
+        symbols,
+        entry,
+        entry_by_arity: None,
+        exit,
+        all: false,
+        wrappers: &[],
+    })
+}
+
+const fn fe(entry: Option<&'static str>, exit: Option<&'static str>) -> Option<FentryDef> {
+    Some(FentryDef {
+        pairs: [(entry, exit), (None, None)],
+        entry_by_arity: None,
+        wrapper_entry: None,
+    })
+}
+
+const fn hook(name: &'static str, group: Group, loses: &'static str) -> HookDef {
+    HookDef {
+        name,
+        group,
+        loses,
+        kprobe: None,
+        fentry: None,
+        tracepoint: None,
+        tracepoint_first: false,
+        module: None,
+    }
 }
 
 const HOOKS: &[HookDef] = &[
     HookDef {
-        name: "alloc",
-        loses: "allocation counts, so the cache share and fast-path rate",
         kprobe: Some(KprobeDef {
-            symbols: &[
-                "page_pool_alloc_netmems",
-                "page_pool_alloc_netmem",
-                "page_pool_alloc_pages",
-            ],
+            symbols: &["page_pool_alloc_netmems", "page_pool_alloc_netmem"],
             entry: "pp_alloc",
             entry_by_arity: None,
             exit: None,
             all: false,
-            wrappers: &[],
+            wrappers: &["page_pool_alloc_pages"],
         }),
-        tracepoint: None,
-        tracepoint_first: false,
-    },
-    HookDef {
-        name: "alloc_frag",
-        loses: "fragment allocation counts",
-        kprobe: Some(KprobeDef {
-            symbols: &["page_pool_alloc_frag_netmem", "page_pool_alloc_frag"],
-            entry: "pp_alloc_frag",
+        fentry: Some(FentryDef {
+            pairs: [(Some("fe_alloc"), None), (None, None)],
             entry_by_arity: None,
-            exit: None,
-            all: false,
-            wrappers: &[],
+            wrapper_entry: Some("fe_alloc_wrapper"),
         }),
-        tracepoint: None,
-        tracepoint_first: false,
+        ..hook(
+            "alloc",
+            Group::PagePool,
+            "allocation counts, so the cache share and fast-path rate",
+        )
     },
     HookDef {
-        name: "refill",
-        loses: "ring refills and empty-ring misses, so the ring hit rate",
-        kprobe: Some(KprobeDef {
-            symbols: &["page_pool_refill_alloc_cache"],
-            entry: "pp_refill_entry",
-            entry_by_arity: None,
-            exit: Some("pp_refill_exit"),
-            all: false,
-            wrappers: &[],
-        }),
-        tracepoint: None,
-        tracepoint_first: false,
+        kprobe: kp(
+            &["page_pool_alloc_frag_netmem", "page_pool_alloc_frag"],
+            "pp_alloc_frag",
+            None,
+        ),
+        fentry: fe(Some("fe_alloc_frag"), None),
+        ..hook("alloc_frag", Group::PagePool, "fragment allocation counts")
     },
     HookDef {
-        name: "slow_path",
-        loses: "slow-path calls and their latency",
-        kprobe: Some(KprobeDef {
-            symbols: &[
+        kprobe: kp(
+            &["page_pool_refill_alloc_cache"],
+            "pp_refill_entry",
+            Some("pp_refill_exit"),
+        ),
+        fentry: fe(None, Some("fx_refill")),
+        ..hook(
+            "refill",
+            Group::PagePool,
+            "ring refills and empty-ring misses, so the ring hit rate",
+        )
+    },
+    HookDef {
+        kprobe: kp(
+            &[
                 "__page_pool_alloc_netmems_slow",
                 "__page_pool_alloc_pages_slow",
             ],
-            entry: "pp_slow_entry",
-            entry_by_arity: None,
-            exit: Some("pp_slow_exit"),
-            all: false,
-            wrappers: &[],
-        }),
-        tracepoint: None,
-        tracepoint_first: false,
+            "pp_slow_entry",
+            Some("pp_slow_exit"),
+        ),
+        fentry: fe(Some("fe_slow_entry"), Some("fx_slow_exit")),
+        ..hook(
+            "slow_path",
+            Group::PagePool,
+            "slow-path calls and their latency",
+        )
     },
     HookDef {
-        name: "provider_alloc",
-        loses: "memory-provider (devmem, io_uring zcrx) allocations",
         kprobe: Some(KprobeDef {
             symbols: &["mp_dmabuf_devmem_alloc_netmems", "io_pp_zc_alloc_netmems"],
-            entry: "pp_mp_alloc",
+            entry: "pp_mp_entry",
             entry_by_arity: None,
-            exit: None,
+            exit: Some("pp_mp_exit"),
             all: true,
             wrappers: &[],
         }),
-        tracepoint: None,
-        tracepoint_first: false,
+        fentry: Some(FentryDef {
+            pairs: [
+                (Some("fe_mp_entry"), Some("fx_mp_exit")),
+                (Some("fe_mp_entry_2"), Some("fx_mp_exit_2")),
+            ],
+            entry_by_arity: None,
+            wrapper_entry: None,
+        }),
+        ..hook(
+            "provider_alloc",
+            Group::Devmem,
+            "memory-provider (devmem gen_pool, io_uring zcrx) allocations and their latency",
+        )
     },
     HookDef {
-        name: "recycle",
-        loses: "single-page recycles, so the cached/ring/ring_full split",
-        kprobe: Some(KprobeDef {
-            symbols: &[
+        kprobe: kp(
+            &[
                 "page_pool_put_unrefed_netmem",
                 "page_pool_put_defragged_page",
             ],
-            entry: "pp_put_entry",
-            entry_by_arity: None,
-            exit: Some("pp_put_exit"),
-            all: false,
-            wrappers: &[],
-        }),
-        tracepoint: None,
-        tracepoint_first: false,
+            "pp_put_entry",
+            Some("pp_put_exit"),
+        ),
+        fentry: fe(Some("fe_put_entry"), Some("fx_put_exit")),
+        ..hook(
+            "recycle",
+            Group::PagePool,
+            "single-page recycles, so the cached/ring/ring_full split",
+        )
     },
     HookDef {
-        name: "recycle_bulk",
-        loses: "bulk recycles (XDP redirect/TX completion)",
         // Before 6.14 the bulk free took the pool as its first argument: its own program.
         kprobe: Some(KprobeDef {
             symbols: &["page_pool_put_netmem_bulk", "page_pool_put_page_bulk"],
@@ -182,44 +240,111 @@ const HOOKS: &[HookDef] = &[
             all: false,
             wrappers: &[],
         }),
-        tracepoint: None,
-        tracepoint_first: false,
+        fentry: Some(FentryDef {
+            pairs: [(Some("fe_bulk_entry"), Some("fx_bulk_exit")), (None, None)],
+            entry_by_arity: Some((3, "fe_bulk_entry_pool")),
+            wrapper_entry: None,
+        }),
+        ..hook(
+            "recycle_bulk",
+            Group::PagePool,
+            "bulk recycles (XDP redirect/TX completion)",
+        )
     },
     HookDef {
-        name: "page_hold",
-        loses: "pages entering the pool from the page allocator or provider",
         // Called once per page the slow path brings in; memory providers may bypass it,
         // which is why the tracepoint goes first.
-        kprobe: Some(KprobeDef {
-            symbols: &["page_pool_set_pp_info"],
-            entry: "pp_hold",
-            entry_by_arity: None,
-            exit: None,
-            all: false,
-            wrappers: &[],
-        }),
+        kprobe: kp(&["page_pool_set_pp_info"], "pp_hold", None),
+        fentry: fe(Some("fe_hold"), None),
         tracepoint: Some(TracepointDef {
             name: "page_pool_state_hold",
             prog: "tp_state_hold",
         }),
         tracepoint_first: true,
+        ..hook(
+            "page_hold",
+            Group::PagePool,
+            "pages entering the pool from the page allocator or provider",
+        )
     },
     HookDef {
-        name: "page_release",
-        loses: "pages leaving the pool, so ring_full",
-        kprobe: Some(KprobeDef {
-            symbols: &["page_pool_return_netmem", "page_pool_return_page"],
-            entry: "pp_release",
-            entry_by_arity: None,
-            exit: None,
-            all: false,
-            wrappers: &[],
-        }),
+        kprobe: kp(
+            &["page_pool_return_netmem", "page_pool_return_page"],
+            "pp_release",
+            None,
+        ),
+        fentry: fe(Some("fe_release"), None),
         tracepoint: Some(TracepointDef {
             name: "page_pool_state_release",
             prog: "tp_state_release",
         }),
         tracepoint_first: true,
+        ..hook(
+            "page_release",
+            Group::PagePool,
+            "pages leaving the pool, so ring_full",
+        )
+    },
+    HookDef {
+        kprobe: kp(
+            &["sock_devmem_dontneed", "sock_devmem_dontneed_autorelease"],
+            "dm_dontneed_entry",
+            Some("dm_dontneed_exit"),
+        ),
+        fentry: fe(Some("fe_dontneed_entry"), Some("fx_dontneed_exit")),
+        ..hook(
+            "devmem_dontneed",
+            Group::Devmem,
+            "SO_DEVMEM_DONTNEED latency and frags freed per call",
+        )
+    },
+    HookDef {
+        kprobe: kp(
+            &["net_devmem_free_dmabuf"],
+            "dm_free_entry",
+            Some("dm_free_exit"),
+        ),
+        fentry: fe(Some("fe_devmem_free_entry"), Some("fx_devmem_free_exit")),
+        ..hook(
+            "devmem_free",
+            Group::Devmem,
+            "the cost of returning a devmem buffer to its dmabuf (the ring-full path)",
+        )
+    },
+    HookDef {
+        kprobe: kp(
+            &["gve_alloc_buffer"],
+            "gve_alloc_entry",
+            Some("gve_alloc_exit"),
+        ),
+        module: Some("gve"),
+        ..hook("gve_alloc", Group::Gve, "gve buffer allocation latency")
+    },
+    HookDef {
+        kprobe: kp(
+            &["gve_rx_poll_dqo"],
+            "gve_poll_entry",
+            Some("gve_poll_exit"),
+        ),
+        module: Some("gve"),
+        ..hook(
+            "gve_rx_poll",
+            Group::Gve,
+            "gve NAPI poll time and work per rx queue",
+        )
+    },
+    HookDef {
+        kprobe: kp(
+            &["gve_rx_create_page_pool"],
+            "gve_create_entry",
+            Some("gve_create_exit"),
+        ),
+        module: Some("gve"),
+        ..hook(
+            "gve_pool_queue",
+            Group::Gve,
+            "which gve rx queue each pool serves (pools created after start)",
+        )
     },
 ];
 
@@ -227,6 +352,7 @@ const HOOKS: &[HookDef] = &[
 #[derive(Debug, Clone, Serialize)]
 pub struct HookStatus {
     pub hook: &'static str,
+    pub group: Group,
     /// The backend serving it, None when nothing attached.
     pub backend: Option<Backend>,
     /// Kernel functions or tracepoints attached.
@@ -249,12 +375,23 @@ pub struct ProbeOptions {
     pub only_ifindex: u32,
 }
 
-/// The loaded programs. Dropping it detaches everything (fd-based links).
+/// Kernel facts the attach steps need, read once.
+struct Kernel {
+    symbols: Symbols,
+    btf: KernelBtf,
+    /// aya's view of vmlinux BTF for fentry/fexit, None when it cannot be parsed.
+    aya_btf: Option<Btf>,
+}
+
+/// The loaded programs. Dropping it detaches everything (fd-based links) and ends the
+/// scoped BPF run-time statistics.
 pub struct Probes {
     ebpf: Ebpf,
     pub hooks: Vec<HookStatus>,
     pub fields: Vec<ResolvedField>,
     pub coverage: Coverage,
+    /// Keeps `BPF_ENABLE_STATS` on for as long as we run; None when the kernel refused.
+    _stats: Option<OwnedFd>,
 }
 
 impl Probes {
@@ -265,8 +402,13 @@ impl Probes {
             return Err(anyhow!(msg));
         }
         let btf = KernelBtf::load(Path::new(VMLINUX_BTF))?;
-        let (offsets, fields) = btf.kernel_offsets();
-        let symbols = Symbols::load()?;
+        let (mut offsets, mut fields) = btf.kernel_offsets();
+        if let Ok(gve) = KernelBtf::load_module(&btf, "gve") {
+            let (o, f) = gve.gve_offsets();
+            offsets.gve_rx_q_num = o.0;
+            offsets.gve_block_rx = o.1;
+            fields.extend(f);
+        }
         let config = ProbeConfig {
             offsets,
             only_ifindex: opts.only_ifindex,
@@ -275,13 +417,23 @@ impl Probes {
             .override_global("PPSCOPE_CONFIG", &config, true)
             .load(EBPF_OBJECT)
             .map_err(|e| load_error(&e))?;
+        let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
 
+        let kernel = Kernel {
+            symbols: Symbols::load()?,
+            btf,
+            aya_btf: Btf::from_sys_fs().ok(),
+        };
         let mut hooks = Vec::new();
         for def in HOOKS {
-            hooks.push(attach_hook(&mut ebpf, def, opts.backend, &symbols, &btf));
+            hooks.push(attach_hook(&mut ebpf, def, opts.backend, &kernel));
         }
-        if !hooks.iter().any(HookStatus::attached) {
-            let why: Vec<String> = hooks
+        let core: Vec<&HookStatus> = hooks
+            .iter()
+            .filter(|h| h.group == Group::PagePool)
+            .collect();
+        if !core.iter().any(|h| h.attached()) {
+            let why: Vec<String> = core
                 .iter()
                 .filter_map(|h| h.reasons.first().map(|r| format!("{}: {r}", h.hook)))
                 .collect();
@@ -301,27 +453,36 @@ impl Probes {
             release: on("page_release"),
             cache_layout: config.offsets.pool_alloc_count != ppscope_common::OFFSET_UNKNOWN
                 && config.offsets.pool_alloc_cache != ppscope_common::OFFSET_UNKNOWN,
+            provider_alloc: on("provider_alloc"),
+            dontneed: on("devmem_dontneed"),
+            devmem_free: on("devmem_free"),
+            gve_alloc: on("gve_alloc"),
+            gve_poll: on("gve_rx_poll"),
         };
         Ok(Self {
             ebpf,
             hooks,
             fields,
             coverage,
+            _stats: stats,
         })
     }
 
-    /// Reads the cumulative counters of every pool seen so far.
+    /// Reads the cumulative counters of every pool and site seen so far.
     pub fn sample(&self) -> Result<RawSample> {
-        let counters: PerCpuHashMap<_, u64, PoolCounters> = PerCpuHashMap::try_from(
+        let map = |name: &str| {
             self.ebpf
-                .map("POOL_COUNTERS")
-                .context("map POOL_COUNTERS missing")?,
-        )?;
-        let identities: BpfHashMap<_, u64, PoolIdentity> = BpfHashMap::try_from(
-            self.ebpf
-                .map("POOL_IDENTITY")
-                .context("map POOL_IDENTITY missing")?,
-        )?;
+                .map(name)
+                .with_context(|| format!("map {name} missing from the object"))
+        };
+        let counters: PerCpuHashMap<_, u64, PoolCounters> =
+            PerCpuHashMap::try_from(map("POOL_COUNTERS")?)?;
+        let identities: BpfHashMap<_, u64, PoolIdentity> =
+            BpfHashMap::try_from(map("POOL_IDENTITY")?)?;
+        let gve_queues: BpfHashMap<_, u64, u32> = BpfHashMap::try_from(map("GVE_POOL_QUEUE")?)?;
+        let site_stats: PerCpuArray<_, SiteStats> = PerCpuArray::try_from(map("SITE_STATS")?)?;
+        let gve_poll: PerCpuHashMap<_, u32, SiteStats> = PerCpuHashMap::try_from(map("GVE_POLL")?)?;
+
         let mut pools: HashMap<u64, RawPool> = HashMap::new();
         for item in counters.iter() {
             // A pool evicted between key and value lookups is skipped, not fatal.
@@ -337,10 +498,48 @@ impl Probes {
                 entry.identity = Some(id);
             }
         }
+        for item in gve_queues.iter() {
+            let Ok((pool, queue)) = item else { continue };
+            if let Some(entry) = pools.get_mut(&pool) {
+                entry.gve_queue = Some(queue);
+            }
+        }
+        let mut sites = [SiteStats::default(); site_stat::COUNT as usize];
+        for (i, slot) in sites.iter_mut().enumerate() {
+            if let Ok(per_cpu) = site_stats.get(&(i as u32), 0) {
+                for s in per_cpu.iter() {
+                    accumulate_site(slot, s);
+                }
+            }
+        }
+        let mut gve = HashMap::new();
+        for item in gve_poll.iter() {
+            let Ok((queue, per_cpu)) = item else { continue };
+            let slot: &mut SiteStats = gve.entry(queue).or_default();
+            for s in per_cpu.iter() {
+                accumulate_site(slot, s);
+            }
+        }
         Ok(RawSample {
-            at: std::time::Instant::now(),
+            at: Instant::now(),
             pools,
+            sites,
+            gve_poll: gve,
+            runtime: self.runtime(),
         })
+    }
+
+    /// Run time and run count of ppscope's own programs (only while BPF stats are on).
+    fn runtime(&self) -> Option<ProgramRuntime> {
+        self._stats.as_ref()?;
+        let mut total = ProgramRuntime::default();
+        for (_, prog) in self.ebpf.programs() {
+            if let Ok(info) = prog.info() {
+                total.run_ns += info.run_time().as_nanos() as u64;
+                total.runs += info.run_count();
+            }
+        }
+        Some(total)
     }
 }
 
@@ -359,24 +558,36 @@ fn attach_hook(
     ebpf: &mut Ebpf,
     def: &HookDef,
     choice: BackendChoice,
-    symbols: &Symbols,
-    btf: &KernelBtf,
+    kernel: &Kernel,
 ) -> HookStatus {
     let mut status = HookStatus {
         hook: def.name,
+        group: def.group,
         backend: None,
         targets: Vec::new(),
         reasons: Vec::new(),
         loses: def.loses,
     };
-    let mut order = vec![Backend::Kprobe, Backend::Tracepoint];
-    if def.tracepoint_first {
-        order.reverse();
+    if let Some(module) = def.module {
+        let present = def
+            .kprobe
+            .as_ref()
+            .is_some_and(|k| k.symbols.iter().any(|s| kernel.symbols.contains(s)));
+        if !present && !Path::new(&format!("/sys/module/{module}")).exists() {
+            status.reasons.push(format!("{module}: module not loaded"));
+            return status;
+        }
     }
-    for backend in order {
+    let order: &[Backend] = if def.tracepoint_first {
+        &[Backend::Tracepoint, Backend::Fentry, Backend::Kprobe]
+    } else {
+        &[Backend::Fentry, Backend::Kprobe, Backend::Tracepoint]
+    };
+    for &backend in order {
         let allowed = matches!(
             (choice, backend),
             (BackendChoice::Auto, _)
+                | (BackendChoice::Fentry, Backend::Fentry)
                 | (BackendChoice::Kprobe, Backend::Kprobe)
                 | (BackendChoice::Tracepoint, Backend::Tracepoint)
         );
@@ -384,8 +595,12 @@ fn attach_hook(
             continue;
         }
         let result = match backend {
+            Backend::Fentry => match (&def.fentry, &def.kprobe) {
+                (Some(f), Some(k)) => attach_fentry(ebpf, f, k, kernel),
+                _ => continue,
+            },
             Backend::Kprobe => match &def.kprobe {
-                Some(k) => attach_kprobe(ebpf, k, symbols, btf),
+                Some(k) => attach_kprobe(ebpf, k, kernel),
                 None => continue,
             },
             Backend::Tracepoint => match &def.tracepoint {
@@ -403,23 +618,26 @@ fn attach_hook(
         }
     }
     if status.reasons.is_empty() {
-        status
-            .reasons
-            .push(format!("no candidate for the {choice:?} backend").to_lowercase());
+        let offered: Vec<&str> = [
+            (def.fentry.is_some(), "fentry"),
+            (def.kprobe.is_some(), "kprobe"),
+            (def.tracepoint.is_some(), "tracepoint"),
+        ]
+        .into_iter()
+        .filter_map(|(has, name)| has.then_some(name))
+        .collect();
+        status.reasons.push(format!(
+            "--backend {} cannot serve this hook (it has: {})",
+            format!("{choice:?}").to_lowercase(),
+            offered.join(", ")
+        ));
     }
     status
 }
 
-fn attach_kprobe(
-    ebpf: &mut Ebpf,
-    def: &KprobeDef,
-    symbols: &Symbols,
-    btf: &KernelBtf,
-) -> Result<Vec<String>, String> {
-    if !kernel::has_kprobe_pmu() {
-        return Err("kprobe: the kernel has no kprobes (CONFIG_KPROBES is off)".into());
-    }
-    let found: Vec<&str> = def
+/// The symbols of a kprobe definition present on this kernel (first one only unless `all`).
+fn present_symbols(def: &KprobeDef, symbols: &Symbols) -> Result<Vec<&'static str>, String> {
+    let found: Vec<&'static str> = def
         .symbols
         .iter()
         .copied()
@@ -427,45 +645,79 @@ fn attach_kprobe(
         .collect();
     if found.is_empty() {
         return Err(format!(
-            "kprobe: none of {} is in /proc/kallsyms (absent or inlined on this kernel)",
+            "none of {} is in /proc/kallsyms (absent or inlined on this kernel)",
             def.symbols.join(", ")
         ));
     }
-    let wanted = if def.all { &found[..] } else { &found[..1] };
-    let mut attached = Vec::new();
+    Ok(if def.all { found } else { found[..1].to_vec() })
+}
+
+/// Wrappers that carry their own copy of the function (see `KprobeDef::wrappers`), and a
+/// note for each that could not be judged.
+fn thick_wrappers(def: &KprobeDef, symbols: &Symbols) -> (Vec<&'static str>, Vec<String>) {
+    let mut thick = Vec::new();
+    let mut notes = Vec::new();
+    for wrapper in def.wrappers.iter().copied().filter(|w| symbols.contains(w)) {
+        match symbols.size(wrapper) {
+            Some(size) if size > THIN_WRAPPER_MAX_BYTES => thick.push(wrapper),
+            Some(_) => {}
+            None => notes.push(format!(
+                "(not {wrapper}: its size is hidden from this process, so calls through it may be missed)"
+            )),
+        }
+    }
+    (thick, notes)
+}
+
+/// Above this size a "wrapper" holds its own copy of the function rather than a call to it
+/// (a thin wrapper is the ftrace/IBT preamble plus a jump or call: well under 64 bytes).
+const THIN_WRAPPER_MAX_BYTES: u64 = 64;
+
+fn arity_entry(
+    by_arity: Option<(usize, &'static str)>,
+    default: &'static str,
+    symbol: &str,
+    btf: &KernelBtf,
+) -> &'static str {
+    match by_arity {
+        Some((arity, prog)) if btf.func_param_count(symbol) == Some(arity) => prog,
+        _ => default,
+    }
+}
+
+fn attach_kprobe(ebpf: &mut Ebpf, def: &KprobeDef, kernel: &Kernel) -> Result<Vec<String>, String> {
+    if !kernel::has_kprobe_pmu() {
+        return Err("kprobe: the kernel has no kprobes (CONFIG_KPROBES is off)".into());
+    }
+    let wanted = present_symbols(def, &kernel.symbols).map_err(|e| format!("kprobe: {e}"))?;
     // The first symbol found sets the signature (alternatives are versions of one function).
-    let entry = match def.entry_by_arity {
-        Some((arity, prog)) if btf.func_param_count(wanted[0]) == Some(arity) => prog,
-        _ => def.entry,
-    };
-    for symbol in wanted {
-        for prog in std::iter::once(entry).chain(def.exit) {
+    let entry = arity_entry(def.entry_by_arity, def.entry, wanted[0], &kernel.btf);
+    let (thick, notes) = thick_wrappers(def, &kernel.symbols);
+    let mut attached = Vec::new();
+    let progs: Vec<&str> = std::iter::once(entry).chain(def.exit).collect();
+    for symbol in wanted.iter().chain(thick.iter()) {
+        for prog in &progs {
             if let Err(e) = attach_one_kprobe(ebpf, prog, symbol) {
+                unload_all(ebpf, &progs);
                 return Err(format!("kprobe {symbol}: {e}"));
             }
         }
         attached.push(symbol.to_string());
     }
-    for wrapper in def.wrappers {
-        if !symbols.contains(wrapper) {
-            continue;
-        }
-        match symbols.size(wrapper) {
-            Some(size) if size > THIN_WRAPPER_MAX_BYTES => {
-                for prog in std::iter::once(entry).chain(def.exit) {
-                    if let Err(e) = attach_one_kprobe(ebpf, prog, wrapper) {
-                        return Err(format!("kprobe {wrapper}: {e}"));
-                    }
-                }
-                attached.push(format!("{wrapper} (carries its own copy)"));
-            }
-            Some(_) => {}
-            None => attached.push(format!(
-                "(not {wrapper}: its size is hidden from this process, so calls through it may be missed)"
-            )),
-        }
-    }
+    attached.extend(notes);
     Ok(attached)
+}
+
+/// Unloads programs (detaching all their links) after a hook failed half way.
+fn unload_all(ebpf: &mut Ebpf, progs: &[&str]) {
+    for name in progs {
+        let _ = match ebpf.program_mut(name) {
+            Some(Program::KProbe(p)) => p.unload(),
+            Some(Program::FEntry(p)) => p.unload(),
+            Some(Program::FExit(p)) => p.unload(),
+            _ => Ok(()),
+        };
+    }
 }
 
 fn attach_one_kprobe(ebpf: &mut Ebpf, prog: &str, symbol: &str) -> Result<()> {
@@ -477,6 +729,83 @@ fn attach_one_kprobe(ebpf: &mut Ebpf, prog: &str, symbol: &str) -> Result<()> {
         program.load().map_err(|e| anyhow!("{e:#}"))?;
     }
     program.attach(symbol, 0).map_err(|e| anyhow!("{e:#}"))?;
+    Ok(())
+}
+
+fn fentry_error(e: anyhow::Error) -> String {
+    let text = format!("{e:#}");
+    if text.contains("Operation not permitted") || text.contains("os error 1)") {
+        "the kernel refuses BPF tracing programs (EPERM: lockdown or a security policy)".into()
+    } else {
+        text
+    }
+}
+
+fn attach_fentry(
+    ebpf: &mut Ebpf,
+    def: &FentryDef,
+    kdef: &KprobeDef,
+    kernel: &Kernel,
+) -> Result<Vec<String>, String> {
+    let btf = kernel
+        .aya_btf
+        .as_ref()
+        .ok_or("fentry: cannot parse /sys/kernel/btf/vmlinux")?;
+    let wanted = present_symbols(kdef, &kernel.symbols).map_err(|e| format!("fentry: {e}"))?;
+    let (thick, notes) = thick_wrappers(kdef, &kernel.symbols);
+    let mut plan: Vec<(&str, Option<&str>, Option<&str>)> = Vec::new();
+    for (i, symbol) in wanted.iter().enumerate() {
+        let Some(&(entry, exit)) = def.pairs.get(i).filter(|p| p.0.is_some() || p.1.is_some())
+        else {
+            return Err(format!("fentry: no program for a further symbol {symbol}"));
+        };
+        let entry = entry.map(|e| arity_entry(def.entry_by_arity, e, symbol, &kernel.btf));
+        plan.push((symbol, entry, exit));
+    }
+    for wrapper in &thick {
+        match def.wrapper_entry {
+            Some(entry) => plan.push((wrapper, Some(entry), None)),
+            None => return Err(format!("fentry: no program for the wrapper {wrapper}")),
+        }
+    }
+    let mut attached = Vec::new();
+    let mut loaded: Vec<&str> = Vec::new();
+    for (symbol, entry, exit) in plan {
+        for (prog, is_exit) in [(entry, false), (exit, true)] {
+            let Some(prog) = prog else { continue };
+            loaded.push(prog);
+            if let Err(e) = attach_one_fentry(ebpf, prog, symbol, btf, is_exit) {
+                // Half a hook must not stay attached beside the next backend's whole one.
+                unload_all(ebpf, &loaded);
+                let kind = if is_exit { "fexit" } else { "fentry" };
+                return Err(format!("{kind} {symbol}: {}", fentry_error(e)));
+            }
+        }
+        attached.push(symbol.to_string());
+    }
+    attached.extend(notes);
+    Ok(attached)
+}
+
+fn attach_one_fentry(
+    ebpf: &mut Ebpf,
+    prog: &str,
+    symbol: &str,
+    btf: &Btf,
+    exit: bool,
+) -> Result<()> {
+    let program = ebpf
+        .program_mut(prog)
+        .with_context(|| format!("program {prog} missing from the object"))?;
+    if exit {
+        let p: &mut FExit = program.try_into()?;
+        p.load(symbol, btf).map_err(|e| anyhow!("{e:#}"))?;
+        p.attach().map_err(|e| anyhow!("{e:#}"))?;
+    } else {
+        let p: &mut FEntry = program.try_into()?;
+        p.load(symbol, btf).map_err(|e| anyhow!("{e:#}"))?;
+        p.attach().map_err(|e| anyhow!("{e:#}"))?;
+    }
     Ok(())
 }
 

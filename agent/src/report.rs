@@ -1,7 +1,7 @@
 //! `diagnose` output: text for people, JSON for scripts (the same [`Snapshot`]).
 use std::fmt::Write;
 
-use crate::model::{Latency, PoolView, Snapshot};
+use crate::model::{Latency, PoolView, SiteView, Snapshot};
 
 /// Version of the JSON layout; bumped when a field changes meaning or goes away.
 pub const JSON_VERSION: u32 = 1;
@@ -118,6 +118,17 @@ fn pool_text(p: &PoolView, out: &mut String) {
         count(p.pages.allocated),
         count(p.pages.released)
     );
+    if let Some(q) = p.gve_queue {
+        let _ = writeln!(out, "  gve rx queue {q}");
+    }
+    if let (Some(n), Some(mean)) = (p.provider_allocs, p.provider_alloc_mean_ns) {
+        let _ = writeln!(
+            out,
+            "  provider     {} allocations from the memory provider, mean {}",
+            count(Some(n)),
+            duration_ns(mean as u64)
+        );
+    }
     if let Some(l) = &p.slow_path_latency {
         let _ = writeln!(
             out,
@@ -127,6 +138,44 @@ fn pool_text(p: &PoolView, out: &mut String) {
             duration_ns(l.p99_ns),
             duration_ns(l.max_ns)
         );
+        out.push_str(&histogram(l, "    "));
+    }
+}
+
+/// One whole-site line (calls, latency percentiles, value per call) and its histogram.
+fn site_text(out: &mut String, name: &str, v: Option<&SiteView>, value_name: Option<&str>) {
+    let Some(v) = v else {
+        let _ = writeln!(out, "  {name:<19} not attached");
+        return;
+    };
+    let mut line = format!("  {name:<19} {} calls", count(Some(v.calls)));
+    if let Some(l) = &v.latency {
+        line += &format!(
+            "   p50 < {}   p99 < {}   max < {}",
+            duration_ns(l.p50_ns),
+            duration_ns(l.p99_ns),
+            duration_ns(l.max_ns)
+        );
+    }
+    if let (Some(what), Some(sum)) = (value_name, v.value_sum) {
+        line += &format!("   {what} {}", count(Some(sum)));
+        if let Some(per) = v.value_per_call {
+            line += &format!(" ({per:.1}/call)");
+        }
+        if let Some(ns) = v.ns_per_value {
+            line += &format!(
+                ", {} per {}",
+                duration_ns(ns as u64),
+                what.trim_end_matches('s')
+            );
+        }
+    }
+    if v.errors > 0 {
+        line += &format!("   errors {}", count(Some(v.errors)));
+    }
+    out.push_str(&line);
+    out.push('\n');
+    if let Some(l) = &v.latency {
         out.push_str(&histogram(l, "    "));
     }
 }
@@ -148,6 +197,54 @@ pub fn text(s: &Snapshot) -> String {
     for p in &s.pools {
         pool_text(p, &mut out);
         out.push('\n');
+    }
+    if let Some(d) = &s.devmem {
+        out.push_str("devmem TCP\n");
+        site_text(
+            &mut out,
+            "SO_DEVMEM_DONTNEED",
+            d.dontneed.as_ref(),
+            Some("frags"),
+        );
+        site_text(&mut out, "dmabuf free", d.free.as_ref(), None);
+        site_text(&mut out, "provider alloc", d.provider_alloc.as_ref(), None);
+        out.push('\n');
+    }
+    match &s.gve {
+        Some(g) => {
+            out.push_str("gve\n");
+            site_text(&mut out, "gve_alloc_buffer", g.alloc.as_ref(), None);
+            if g.queues.is_empty() {
+                out.push_str("  rx NAPI poll        no polls in the window\n");
+            }
+            for q in &g.queues {
+                site_text(
+                    &mut out,
+                    &format!("rx queue {} poll", q.queue),
+                    Some(&q.poll),
+                    Some("work"),
+                );
+            }
+            out.push('\n');
+        }
+        None => {
+            if let Some(h) = s.backends.get("gve_alloc") {
+                let _ = writeln!(
+                    out,
+                    "gve: {}\n",
+                    h.reasons.first().map_or("not attached", |r| r.as_str())
+                );
+            }
+        }
+    }
+    if let Some(o) = &s.overhead {
+        let _ = writeln!(
+            out,
+            "ppscope's own cost: {} program runs, {} per run, {:.3}% of one CPU\n",
+            count(Some(o.runs)),
+            o.ns_per_run.map_or("?".into(), |n| duration_ns(n as u64)),
+            o.cpu_share * 100.0
+        );
     }
     out.push_str("hooks\n");
     for (name, h) in &s.backends {
@@ -209,6 +306,9 @@ mod tests {
             kernel: "7.2.13".into(),
             duration_seconds: 5.0,
             pools: vec![pool_view(0x10, &c, None, &cov)],
+            devmem: None,
+            gve: None,
+            overhead: None,
             backends: Default::default(),
         };
         let t = text(&s);

@@ -243,16 +243,27 @@ fn doctor_explains_this_kernel() {
     let hooks = v["hooks"].as_array().unwrap();
     let hook = |name: &str| hooks.iter().find(|h| h["hook"] == name).unwrap().clone();
     assert_eq!(hook("page_hold")["backend"], "tracepoint");
-    if !host_has_kprobes() {
-        let alloc = hook("alloc");
-        assert!(alloc["backend"].is_null());
-        assert!(
-            alloc["reasons"][0]
-                .as_str()
-                .unwrap()
-                .contains("CONFIG_KPROBES"),
-            "{alloc}"
-        );
+    let alloc = hook("alloc");
+    if alloc["backend"].is_null() {
+        // Nothing attached: the user is told why, for fentry and for kprobes in turn.
+        let reasons: Vec<&str> = alloc["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap())
+            .collect();
+        assert!(reasons.iter().any(|r| r.starts_with("fentry ")), "{alloc}");
+        assert!(reasons.iter().any(|r| r.starts_with("kprobe")), "{alloc}");
+        if !host_has_kprobes() {
+            assert!(
+                reasons.iter().any(|r| r.contains("CONFIG_KPROBES")),
+                "{alloc}"
+            );
+        }
+        let text = String::from_utf8(run(PPSCOPE, &["doctor"]).stdout).unwrap();
+        assert!(text.contains("tracepoints   serve 2 hook(s)"), "{text}");
+        assert!(text.contains("fentry/fexit  unavailable: "), "{text}");
+        assert!(text.contains("kprobes       unavailable: "), "{text}");
     }
     for f in v["fields"].as_array().unwrap() {
         assert!(

@@ -58,6 +58,9 @@ pub struct KernelOffsets {
     pub netdev_name: u32,
     /// `struct page` / `struct net_iov`: `pp` (the owning pool), for bulk frees without a pool arg.
     pub page_pp: u32,
+    /// gve (module BTF): `struct gve_rx_ring`: `q_num`; `struct gve_notify_block`: `rx`.
+    pub gve_rx_q_num: u32,
+    pub gve_block_rx: u32,
 }
 
 impl KernelOffsets {
@@ -80,6 +83,8 @@ impl KernelOffsets {
         netdev_ifindex: OFFSET_UNKNOWN,
         netdev_name: OFFSET_UNKNOWN,
         page_pp: OFFSET_UNKNOWN,
+        gve_rx_q_num: OFFSET_UNKNOWN,
+        gve_block_rx: OFFSET_UNKNOWN,
     };
 }
 
@@ -139,6 +144,8 @@ pub struct PoolCounters {
     pub hold_pages: u64,
     /// Pages leaving the pool (`page_pool_state_release`): ring full, unrecyclable or teardown.
     pub release_pages: u64,
+    /// Sum of memory-provider allocation durations in ns (calls are `mp_alloc_calls`).
+    pub mp_ns_sum: u64,
     /// Slow-path duration histogram, log2 ns buckets (see [`LATENCY_BUCKETS`]).
     pub slow_hist: [u64; LATENCY_BUCKETS],
 }
@@ -189,7 +196,39 @@ pub mod site {
     pub const SLOW: u32 = 1;
     pub const PUT: u32 = 2;
     pub const BULK: u32 = 3;
+    pub const PROVIDER_ALLOC: u32 = 4;
+    pub const DONTNEED: u32 = 5;
+    pub const DEVMEM_FREE: u32 = 6;
+    pub const GVE_ALLOC: u32 = 7;
+    pub const GVE_POLL: u32 = 8;
+    pub const GVE_CREATE: u32 = 9;
+    pub const COUNT: u32 = 10;
+}
+
+/// Sites measured as a whole (not per pool) in `SITE_STATS`, indexed by these numbers.
+pub mod site_stat {
+    /// Memory-provider allocations (devmem gen_pool, io_uring zcrx): ns; value = 1 per call.
+    pub const PROVIDER_ALLOC: u32 = 0;
+    /// `sock_devmem_dontneed`: ns; value = frags freed (its return value).
+    pub const DONTNEED: u32 = 1;
+    /// `net_devmem_free_dmabuf`: ns (the gen_pool walk of the seed case).
+    pub const DEVMEM_FREE: u32 = 2;
+    /// `gve_alloc_buffer`: ns.
+    pub const GVE_ALLOC: u32 = 3;
     pub const COUNT: u32 = 4;
+}
+
+/// Calls, time and a second value (frags, work) of one site, with log2 histograms of both.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SiteStats {
+    pub calls: u64,
+    pub ns_sum: u64,
+    pub ns_hist: [u64; LATENCY_BUCKETS],
+    /// Sum of the site's value (e.g. frags freed); negative returns (errors) are counted apart.
+    pub value_sum: u64,
+    pub value_hist: [u64; LATENCY_BUCKETS],
+    pub errors: u64,
 }
 
 /// What an entry probe leaves for the matching exit probe on the same CPU.
@@ -215,4 +254,5 @@ mod pod {
     unsafe impl aya::Pod for super::ProbeConfig {}
     unsafe impl aya::Pod for super::PoolCounters {}
     unsafe impl aya::Pod for super::PoolIdentity {}
+    unsafe impl aya::Pod for super::SiteStats {}
 }

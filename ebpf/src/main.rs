@@ -8,13 +8,16 @@
 
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel},
-    macros::{kprobe, kretprobe, map, raw_tracepoint, xdp},
+    macros::{fentry, fexit, kprobe, kretprobe, map, raw_tracepoint, xdp},
     maps::{LruHashMap, LruPerCpuHashMap, PerCpuArray},
-    programs::{ProbeContext, RawTracePointContext, RetProbeContext, XdpContext},
+    programs::{
+        FEntryContext, FExitContext, ProbeContext, RawTracePointContext, RetProbeContext,
+        XdpContext,
+    },
 };
 use ppscope_common::{
-    site, Frame, PoolCounters, PoolIdentity, ProbeConfig, LATENCY_BUCKETS, MAX_POOLS,
-    OFFSET_UNKNOWN,
+    site, site_stat, Frame, PoolCounters, PoolIdentity, ProbeConfig, SiteStats, LATENCY_BUCKETS,
+    MAX_POOLS, OFFSET_UNKNOWN,
 };
 
 /// Written by the agent before load (`EbpfLoader::override_global`).
@@ -30,6 +33,21 @@ static POOL_IDENTITY: LruHashMap<u64, PoolIdentity> = LruHashMap::with_max_entri
 
 #[map]
 static FRAMES: PerCpuArray<Frame> = PerCpuArray::with_max_entries(site::COUNT, 0);
+
+/// Whole-site stats (devmem, provider, gve alloc), indexed by `site_stat::*`.
+#[map]
+static SITE_STATS: PerCpuArray<SiteStats> = PerCpuArray::with_max_entries(site_stat::COUNT, 0);
+
+/// gve NAPI poll duration and work, per rx queue.
+#[map]
+static GVE_POLL: LruPerCpuHashMap<u32, SiteStats> = LruPerCpuHashMap::with_max_entries(1024, 0);
+
+/// Which gve rx queue a pool belongs to (from `gve_rx_create_page_pool`).
+#[map]
+static GVE_POOL_QUEUE: LruHashMap<u64, u32> = LruHashMap::with_max_entries(MAX_POOLS, 0);
+
+#[map]
+static ZERO_SITE: PerCpuArray<SiteStats> = PerCpuArray::with_max_entries(1, 0);
 
 /// A zeroed counter set to insert on first sight; a map value is too big for the BPF stack.
 #[map]
@@ -206,119 +224,125 @@ fn log2_bucket(mut v: u64) -> usize {
     }
 }
 
-// ---- allocation side ----------------------------------------------------------------------
+// ---- bodies shared by every backend -------------------------------------------------------
+//
+// Each hook is one function below; the kprobe/kretprobe, fentry/fexit and tracepoint programs
+// further down only fetch their arguments and call it.
 
-#[kprobe]
-pub fn pp_alloc(ctx: ProbeContext) -> u32 {
-    if let Some(c) = counters(ctx.arg::<u64>(0).unwrap_or(0)) {
+#[inline(always)]
+fn now_ns() -> u64 {
+    // SAFETY: helper without arguments.
+    unsafe { bpf_ktime_get_ns() }
+}
+
+#[inline(always)]
+fn on_alloc(pool: u64) {
+    if let Some(c) = counters(pool) {
         c.alloc_calls += 1;
     }
-    0
 }
 
-#[kprobe]
-pub fn pp_alloc_frag(ctx: ProbeContext) -> u32 {
-    if let Some(c) = counters(ctx.arg::<u64>(0).unwrap_or(0)) {
+#[inline(always)]
+fn on_alloc_frag(pool: u64) {
+    if let Some(c) = counters(pool) {
         c.frag_calls += 1;
     }
-    0
 }
 
-#[kprobe]
-pub fn pp_refill_entry(ctx: ProbeContext) -> u32 {
-    open_frame(site::REFILL, ctx.arg::<u64>(0).unwrap_or(0), 0, false);
-    0
-}
-
-#[kretprobe]
-pub fn pp_refill_exit(ctx: RetProbeContext) -> u32 {
-    let Some(f) = close_frame(site::REFILL) else {
-        return 0;
-    };
-    let got = ctx.ret::<u64>();
+#[inline(always)]
+fn on_refill_exit(pool: u64, got: u64) {
     let cfg = config();
-    if let Some(c) = counters(f.pool) {
+    if let Some(c) = counters(pool) {
         c.refill_calls += 1;
         if got == 0 {
             c.refill_empty += 1;
         } else {
             // The refill moved `count + 1` pages: the cache now holds `count`, one was returned.
-            let left = read_field::<u32>(f.pool, cfg.offsets.pool_alloc_count).unwrap_or(0);
+            let left = read_field::<u32>(pool, cfg.offsets.pool_alloc_count).unwrap_or(0);
             c.refill_pages += left as u64 + 1;
         }
     }
-    0
 }
 
-#[kprobe]
-pub fn pp_slow_entry(ctx: ProbeContext) -> u32 {
-    open_frame(site::SLOW, ctx.arg::<u64>(0).unwrap_or(0), 0, true);
-    0
-}
-
-#[kretprobe]
-pub fn pp_slow_exit(_ctx: RetProbeContext) -> u32 {
+#[inline(always)]
+fn on_slow_exit() {
     let Some(f) = close_frame(site::SLOW) else {
-        return 0;
+        return;
     };
-    // SAFETY: helper without arguments.
-    let elapsed = unsafe { bpf_ktime_get_ns() }.saturating_sub(f.start_ns);
+    let elapsed = now_ns().saturating_sub(f.start_ns);
     if let Some(c) = counters(f.pool) {
         c.slow_calls += 1;
         c.slow_ns_sum += elapsed;
-        let b = log2_bucket(elapsed);
-        if let Some(slot) = c.slow_hist.get_mut(b) {
+        if let Some(slot) = c.slow_hist.get_mut(log2_bucket(elapsed)) {
             *slot += 1;
         }
     }
-    0
 }
 
-#[kprobe]
-pub fn pp_mp_alloc(ctx: ProbeContext) -> u32 {
-    if let Some(c) = counters(ctx.arg::<u64>(0).unwrap_or(0)) {
-        c.mp_alloc_calls += 1;
+/// Adds one call of `elapsed` ns carrying `value` (when `Some`) to a site's stats.
+#[inline(always)]
+fn site_add(stats: &mut SiteStats, elapsed: u64, value: Option<i64>) {
+    stats.calls += 1;
+    stats.ns_sum += elapsed;
+    if let Some(slot) = stats.ns_hist.get_mut(log2_bucket(elapsed)) {
+        *slot += 1;
     }
-    0
+    match value {
+        Some(v) if v < 0 => stats.errors += 1,
+        Some(v) => {
+            stats.value_sum += v as u64;
+            if let Some(slot) = stats.value_hist.get_mut(log2_bucket(v as u64)) {
+                *slot += 1;
+            }
+        }
+        None => {}
+    }
 }
 
-// ---- recycle side -------------------------------------------------------------------------
-
-#[kprobe]
-pub fn pp_put_entry(ctx: ProbeContext) -> u32 {
-    let pool = ctx.arg::<u64>(0).unwrap_or(0);
-    let netmem = ctx.arg::<u64>(1).unwrap_or(0);
-    open_frame(site::PUT, pool, netmem, false);
-    0
+#[inline(always)]
+fn site_record(index: u32, elapsed: u64, value: Option<i64>) {
+    if let Some(stats) = SITE_STATS.get_ptr_mut(index) {
+        // SAFETY: per-CPU slot of this CPU.
+        site_add(unsafe { &mut *stats }, elapsed, value);
+    }
 }
 
-#[kretprobe]
-pub fn pp_put_exit(_ctx: RetProbeContext) -> u32 {
-    let Some(f) = close_frame(site::PUT) else {
-        return 0;
+#[inline(always)]
+fn on_provider_alloc_exit() {
+    let Some(f) = close_frame(site::PROVIDER_ALLOC) else {
+        return;
     };
+    let elapsed = now_ns().saturating_sub(f.start_ns);
+    if let Some(c) = counters(f.pool) {
+        c.mp_alloc_calls += 1;
+        c.mp_ns_sum += elapsed;
+    }
+    site_record(site_stat::PROVIDER_ALLOC, elapsed, None);
+}
+
+#[inline(always)]
+fn on_put_exit(pool: u64, netmem: u64, released: bool) {
     let cfg = config();
-    let Some(c) = counters(f.pool) else {
-        return 0;
+    let Some(c) = counters(pool) else {
+        return;
     };
     c.put_calls += 1;
-    if f.released != 0 {
+    if released {
         c.put_released += 1;
-        return 0;
+        return;
     }
     // Direct recycling pushes the page on top of the alloc cache, and nothing can pop it
     // before we look (the cache is only touched in this softirq context). A page sent to the
     // ring cannot also be in the cache, so "top of cache == our page" is exact.
     let o = &cfg.offsets;
-    if let Some(count) = read_field::<u32>(f.pool, o.pool_alloc_count) {
+    if let Some(count) = read_field::<u32>(pool, o.pool_alloc_count) {
         if count > 0 && count <= 128 && o.pool_alloc_cache != OFFSET_UNKNOWN {
             let slot = o.pool_alloc_cache as u64 + (count as u64 - 1) * 8;
-            if read_field::<u64>(f.pool, slot as u32) == Some(f.netmem) {
+            if read_field::<u64>(pool, slot as u32) == Some(netmem) {
                 c.put_cached += 1;
             }
         }
     }
-    0
 }
 
 #[inline(always)]
@@ -330,39 +354,23 @@ fn bulk_entry(pool: u64, count: u64) {
     open_frame(site::BULK, pool, 0, false);
 }
 
-/// `page_pool_put_page_bulk(pool, data, count)` (kernels before 6.14).
-#[kprobe]
-pub fn pp_bulk_entry_pool(ctx: ProbeContext) -> u32 {
-    let pool = ctx.arg::<u64>(0).unwrap_or(0);
-    let count = ctx.arg::<u32>(2).unwrap_or(0);
-    bulk_entry(pool, count as u64);
-    0
-}
-
-/// `page_pool_put_netmem_bulk(data, count)`: no pool argument, the first netmem names it
-/// (bit 0 marks a net_iov; pages and net_iovs carry `pp` at the same offset).
-#[kprobe]
-pub fn pp_bulk_entry(ctx: ProbeContext) -> u32 {
-    let data = ctx.arg::<u64>(0).unwrap_or(0);
-    let count = ctx.arg::<u32>(1).unwrap_or(0);
+/// The pool of a bulk free without a pool argument: the first netmem names it (bit 0 marks a
+/// net_iov; pages and net_iovs carry `pp` at the same offset).
+#[inline(always)]
+fn bulk_pool(data: u64) -> u64 {
     let cfg = config();
     let first = read_field::<u64>(data, 0).unwrap_or(0) & !1u64;
-    let pool = read_field::<u64>(first, cfg.offsets.page_pp).unwrap_or(0);
-    bulk_entry(pool, count as u64);
-    0
+    read_field::<u64>(first, cfg.offsets.page_pp).unwrap_or(0)
 }
 
-#[kretprobe]
-pub fn pp_bulk_exit(_ctx: RetProbeContext) -> u32 {
+#[inline(always)]
+fn on_bulk_exit() {
     if let Some(f) = close_frame(site::BULK) {
         if let Some(c) = counters(f.pool) {
             c.bulk_released += f.released;
         }
     }
-    0
 }
-
-// ---- pages entering and leaving the pool --------------------------------------------------
 
 #[inline(always)]
 fn on_hold(pool: u64) {
@@ -387,6 +395,370 @@ fn on_release(pool: u64) {
     }
 }
 
+/// Closes a timed frame of a whole-site hook and records it.
+#[inline(always)]
+fn on_site_exit(frame_site: u32, stat: u32, value: Option<i64>) {
+    if let Some(f) = close_frame(frame_site) {
+        site_record(stat, now_ns().saturating_sub(f.start_ns), value);
+    }
+}
+
+#[inline(always)]
+fn gve_queue_of_rx(rx: u64) -> Option<u32> {
+    read_field::<u32>(rx, config().offsets.gve_rx_q_num)
+}
+
+#[inline(always)]
+fn on_gve_poll_exit(work: i64) {
+    let Some(f) = close_frame(site::GVE_POLL) else {
+        return;
+    };
+    // The frame's `pool` slot carries the queue number here.
+    let queue = f.pool as u32;
+    let elapsed = now_ns().saturating_sub(f.start_ns);
+    if GVE_POLL.get_ptr_mut(queue).is_none() {
+        let Some(zero) = ZERO_SITE.get_ptr(0) else {
+            return;
+        };
+        // SAFETY: the zero slot is never written.
+        let _ = GVE_POLL.insert(queue, unsafe { &*zero }, 0);
+    }
+    if let Some(stats) = GVE_POLL.get_ptr_mut(queue) {
+        // SAFETY: per-CPU value of this CPU.
+        site_add(unsafe { &mut *stats }, elapsed, Some(work));
+    }
+}
+
+#[inline(always)]
+fn on_gve_create_exit(pool: u64) {
+    let Some(f) = close_frame(site::GVE_CREATE) else {
+        return;
+    };
+    // Error pointers (-4095..-1) are not pools.
+    if pool == 0 || pool > u64::MAX - 4096 {
+        return;
+    }
+    if let Some(queue) = gve_queue_of_rx(f.netmem) {
+        let _ = GVE_POOL_QUEUE.insert(pool, queue, 0);
+    }
+}
+
+// ---- kprobe / kretprobe -------------------------------------------------------------------
+
+#[inline(always)]
+fn arg(ctx: &ProbeContext, n: usize) -> u64 {
+    ctx.arg::<u64>(n).unwrap_or(0)
+}
+
+#[kprobe]
+pub fn pp_alloc(ctx: ProbeContext) -> u32 {
+    on_alloc(arg(&ctx, 0));
+    0
+}
+
+#[kprobe]
+pub fn pp_alloc_frag(ctx: ProbeContext) -> u32 {
+    on_alloc_frag(arg(&ctx, 0));
+    0
+}
+
+#[kprobe]
+pub fn pp_refill_entry(ctx: ProbeContext) -> u32 {
+    open_frame(site::REFILL, arg(&ctx, 0), 0, false);
+    0
+}
+
+#[kretprobe]
+pub fn pp_refill_exit(ctx: RetProbeContext) -> u32 {
+    if let Some(f) = close_frame(site::REFILL) {
+        on_refill_exit(f.pool, ctx.ret::<u64>());
+    }
+    0
+}
+
+#[kprobe]
+pub fn pp_slow_entry(ctx: ProbeContext) -> u32 {
+    open_frame(site::SLOW, arg(&ctx, 0), 0, true);
+    0
+}
+
+#[kretprobe]
+pub fn pp_slow_exit(_ctx: RetProbeContext) -> u32 {
+    on_slow_exit();
+    0
+}
+
+#[kprobe]
+pub fn pp_mp_entry(ctx: ProbeContext) -> u32 {
+    open_frame(site::PROVIDER_ALLOC, arg(&ctx, 0), 0, true);
+    0
+}
+
+#[kretprobe]
+pub fn pp_mp_exit(_ctx: RetProbeContext) -> u32 {
+    on_provider_alloc_exit();
+    0
+}
+
+#[kprobe]
+pub fn pp_put_entry(ctx: ProbeContext) -> u32 {
+    open_frame(site::PUT, arg(&ctx, 0), arg(&ctx, 1), false);
+    0
+}
+
+#[kretprobe]
+pub fn pp_put_exit(_ctx: RetProbeContext) -> u32 {
+    if let Some(f) = close_frame(site::PUT) {
+        on_put_exit(f.pool, f.netmem, f.released != 0);
+    }
+    0
+}
+
+/// `page_pool_put_page_bulk(pool, data, count)` (kernels before 6.14).
+#[kprobe]
+pub fn pp_bulk_entry_pool(ctx: ProbeContext) -> u32 {
+    bulk_entry(arg(&ctx, 0), arg(&ctx, 2) & 0xffff_ffff);
+    0
+}
+
+/// `page_pool_put_netmem_bulk(data, count)`.
+#[kprobe]
+pub fn pp_bulk_entry(ctx: ProbeContext) -> u32 {
+    bulk_entry(bulk_pool(arg(&ctx, 0)), arg(&ctx, 1) & 0xffff_ffff);
+    0
+}
+
+#[kretprobe]
+pub fn pp_bulk_exit(_ctx: RetProbeContext) -> u32 {
+    on_bulk_exit();
+    0
+}
+
+#[kprobe]
+pub fn pp_hold(ctx: ProbeContext) -> u32 {
+    on_hold(arg(&ctx, 0));
+    0
+}
+
+#[kprobe]
+pub fn pp_release(ctx: ProbeContext) -> u32 {
+    on_release(arg(&ctx, 0));
+    0
+}
+
+#[kprobe]
+pub fn dm_dontneed_entry(_ctx: ProbeContext) -> u32 {
+    open_frame(site::DONTNEED, 0, 0, true);
+    0
+}
+
+#[kretprobe]
+pub fn dm_dontneed_exit(ctx: RetProbeContext) -> u32 {
+    on_site_exit(
+        site::DONTNEED,
+        site_stat::DONTNEED,
+        Some(ctx.ret::<i32>() as i64),
+    );
+    0
+}
+
+#[kprobe]
+pub fn dm_free_entry(_ctx: ProbeContext) -> u32 {
+    open_frame(site::DEVMEM_FREE, 0, 0, true);
+    0
+}
+
+#[kretprobe]
+pub fn dm_free_exit(_ctx: RetProbeContext) -> u32 {
+    on_site_exit(site::DEVMEM_FREE, site_stat::DEVMEM_FREE, None);
+    0
+}
+
+#[kprobe]
+pub fn gve_alloc_entry(_ctx: ProbeContext) -> u32 {
+    open_frame(site::GVE_ALLOC, 0, 0, true);
+    0
+}
+
+#[kretprobe]
+pub fn gve_alloc_exit(ctx: RetProbeContext) -> u32 {
+    on_site_exit(
+        site::GVE_ALLOC,
+        site_stat::GVE_ALLOC,
+        Some(ctx.ret::<i32>() as i64).filter(|v| *v < 0),
+    );
+    0
+}
+
+/// `gve_rx_poll_dqo(block, budget)`: the queue is `block->rx->q_num`.
+#[kprobe]
+pub fn gve_poll_entry(ctx: ProbeContext) -> u32 {
+    let o = config().offsets;
+    let rx = read_field::<u64>(arg(&ctx, 0), o.gve_block_rx).unwrap_or(0);
+    let queue = gve_queue_of_rx(rx).unwrap_or(u32::MAX);
+    open_frame(site::GVE_POLL, queue as u64, 0, true);
+    0
+}
+
+#[kretprobe]
+pub fn gve_poll_exit(ctx: RetProbeContext) -> u32 {
+    on_gve_poll_exit(ctx.ret::<i32>() as i64);
+    0
+}
+
+/// `gve_rx_create_page_pool(priv, rx, ...)` returns the pool of queue `rx->q_num`.
+#[kprobe]
+pub fn gve_create_entry(ctx: ProbeContext) -> u32 {
+    open_frame(site::GVE_CREATE, 0, arg(&ctx, 1), false);
+    0
+}
+
+#[kretprobe]
+pub fn gve_create_exit(ctx: RetProbeContext) -> u32 {
+    on_gve_create_exit(ctx.ret::<u64>());
+    0
+}
+
+// ---- fentry / fexit (BTF trampolines: cheaper, and fexit sees arguments and return) --------
+
+#[fentry]
+pub fn fe_alloc(ctx: FEntryContext) -> u32 {
+    on_alloc(ctx.arg::<u64>(0));
+    0
+}
+
+/// A second instance for an alloc wrapper that carries its own copy (one target per fentry).
+#[fentry]
+pub fn fe_alloc_wrapper(ctx: FEntryContext) -> u32 {
+    on_alloc(ctx.arg::<u64>(0));
+    0
+}
+
+#[fentry]
+pub fn fe_alloc_frag(ctx: FEntryContext) -> u32 {
+    on_alloc_frag(ctx.arg::<u64>(0));
+    0
+}
+
+#[fexit]
+pub fn fx_refill(ctx: FExitContext) -> u32 {
+    on_refill_exit(ctx.arg::<u64>(0), ctx.arg::<u64>(1));
+    0
+}
+
+#[fentry]
+pub fn fe_slow_entry(ctx: FEntryContext) -> u32 {
+    open_frame(site::SLOW, ctx.arg::<u64>(0), 0, true);
+    0
+}
+
+#[fexit]
+pub fn fx_slow_exit(_ctx: FExitContext) -> u32 {
+    on_slow_exit();
+    0
+}
+
+#[fentry]
+pub fn fe_mp_entry(ctx: FEntryContext) -> u32 {
+    open_frame(site::PROVIDER_ALLOC, ctx.arg::<u64>(0), 0, true);
+    0
+}
+
+#[fexit]
+pub fn fx_mp_exit(_ctx: FExitContext) -> u32 {
+    on_provider_alloc_exit();
+    0
+}
+
+#[fentry]
+pub fn fe_mp_entry_2(ctx: FEntryContext) -> u32 {
+    open_frame(site::PROVIDER_ALLOC, ctx.arg::<u64>(0), 0, true);
+    0
+}
+
+#[fexit]
+pub fn fx_mp_exit_2(_ctx: FExitContext) -> u32 {
+    on_provider_alloc_exit();
+    0
+}
+
+#[fentry]
+pub fn fe_put_entry(ctx: FEntryContext) -> u32 {
+    open_frame(site::PUT, ctx.arg::<u64>(0), ctx.arg::<u64>(1), false);
+    0
+}
+
+#[fexit]
+pub fn fx_put_exit(ctx: FExitContext) -> u32 {
+    // fexit has the arguments: only "released meanwhile" comes from the frame.
+    let released = close_frame(site::PUT).is_some_and(|f| f.released != 0);
+    on_put_exit(ctx.arg::<u64>(0), ctx.arg::<u64>(1), released);
+    0
+}
+
+#[fentry]
+pub fn fe_bulk_entry_pool(ctx: FEntryContext) -> u32 {
+    bulk_entry(ctx.arg::<u64>(0), ctx.arg::<u64>(2) & 0xffff_ffff);
+    0
+}
+
+#[fentry]
+pub fn fe_bulk_entry(ctx: FEntryContext) -> u32 {
+    bulk_entry(
+        bulk_pool(ctx.arg::<u64>(0)),
+        ctx.arg::<u64>(1) & 0xffff_ffff,
+    );
+    0
+}
+
+#[fexit]
+pub fn fx_bulk_exit(_ctx: FExitContext) -> u32 {
+    on_bulk_exit();
+    0
+}
+
+#[fentry]
+pub fn fe_hold(ctx: FEntryContext) -> u32 {
+    on_hold(ctx.arg::<u64>(0));
+    0
+}
+
+#[fentry]
+pub fn fe_release(ctx: FEntryContext) -> u32 {
+    on_release(ctx.arg::<u64>(0));
+    0
+}
+
+#[fentry]
+pub fn fe_dontneed_entry(_ctx: FEntryContext) -> u32 {
+    open_frame(site::DONTNEED, 0, 0, true);
+    0
+}
+
+/// `sock_devmem_dontneed(sk, optval, optlen)` returns the frags freed. `sockptr_t optval` is
+/// a 16-byte struct passed in two argument slots, so the return value is not `arg(3)`: ask
+/// the kernel for it (`bpf_get_func_ret`).
+#[fexit]
+pub fn fx_dontneed_exit(ctx: FExitContext) -> u32 {
+    let ret = ctx.ret::<i64>().map(|r| r as i32 as i64).ok();
+    on_site_exit(site::DONTNEED, site_stat::DONTNEED, ret);
+    0
+}
+
+#[fentry]
+pub fn fe_devmem_free_entry(_ctx: FEntryContext) -> u32 {
+    open_frame(site::DEVMEM_FREE, 0, 0, true);
+    0
+}
+
+#[fexit]
+pub fn fx_devmem_free_exit(_ctx: FExitContext) -> u32 {
+    on_site_exit(site::DEVMEM_FREE, site_stat::DEVMEM_FREE, None);
+    0
+}
+
+// ---- tracepoints (raw: the pool is argument 0 in every kernel's TP_PROTO) ----------------
+
 #[raw_tracepoint(tracepoint = "page_pool_state_hold")]
 pub fn tp_state_hold(ctx: RawTracePointContext) -> i32 {
     on_hold(ctx.arg::<u64>(0));
@@ -396,18 +768,6 @@ pub fn tp_state_hold(ctx: RawTracePointContext) -> i32 {
 #[raw_tracepoint(tracepoint = "page_pool_state_release")]
 pub fn tp_state_release(ctx: RawTracePointContext) -> i32 {
     on_release(ctx.arg::<u64>(0));
-    0
-}
-
-#[kprobe]
-pub fn pp_hold(ctx: ProbeContext) -> u32 {
-    on_hold(ctx.arg::<u64>(0).unwrap_or(0));
-    0
-}
-
-#[kprobe]
-pub fn pp_release(ctx: ProbeContext) -> u32 {
-    on_release(ctx.arg::<u64>(0).unwrap_or(0));
     0
 }
 

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 use xtask::{
-    vm::{run_script, VmRun},
+    vm::{run_script, KernelChoice, VmRun},
     workspace_root,
 };
 
@@ -34,15 +34,28 @@ fn ethtool_stats(text: &str) -> HashMap<String, u64> {
         .collect()
 }
 
-fn lab_run(backend: &str) -> (Value, HashMap<String, u64>, String) {
+/// Boots `kernel`, runs one diagnose per backend side by side over the same traffic.
+fn lab_run(
+    kernel: KernelChoice,
+    backends: &[&str],
+) -> (HashMap<String, Value>, HashMap<String, u64>, String) {
     let mut run = VmRun::new(workspace_root().join("xtask/vm-tests/diagnose-lab.sh"));
-    run.args = vec![backend.into(), "4".into()];
+    run.kernel = kernel;
+    run.args = std::iter::once("4".to_string())
+        .chain(backends.iter().map(|b| b.to_string()))
+        .collect();
     let out = run_script(&run).expect("the VM lab runs");
     assert_eq!(out.status, 0, "lab script failed:\n{}", out.output);
-    let diag: Value = serde_json::from_str(section(&out.output, "diag"))
-        .unwrap_or_else(|e| panic!("diagnose JSON: {e}\n{}", out.output));
+    let diags = backends
+        .iter()
+        .map(|b| {
+            let v: Value = serde_json::from_str(section(&out.output, &format!("diag-{b}")))
+                .unwrap_or_else(|e| panic!("diagnose --backend {b} JSON: {e}\n{}", out.output));
+            (b.to_string(), v)
+        })
+        .collect();
     let stats = ethtool_stats(section(&out.output, "ethtool-veth1"));
-    (diag, stats, out.output)
+    (diags, stats, out.output)
 }
 
 fn pools_named<'a>(diag: &'a Value, ifname: &str) -> Vec<&'a Value> {
@@ -78,35 +91,10 @@ fn assert_close(what: &str, ours: u64, kernel: u64, flow: u64) {
     );
 }
 
-#[test]
-#[ignore = "boots the VM lab: run through `cargo xtask test`"]
-fn vm_kprobe_counts_match_the_kernel_page_pool_stats() {
-    let (diag, k, output) = lab_run("kprobe");
-    for hook in ["alloc", "refill", "slow_path", "recycle"] {
-        assert_eq!(
-            diag["backends"][hook]["backend"], "kprobe",
-            "{hook}: {:#}",
-            diag["backends"]
-        );
-    }
-
-    // virtio-net: the receiving NIC's pool is reported, by name, with allocations.
-    let virtio = pools_named(&diag, "vnet1");
-    assert!(!virtio.is_empty(), "no vnet1 pool:\n{output}");
-    let allocs = sum(&virtio, &["alloc", "total"]);
-    assert!(allocs > 1000, "vnet1 allocations {allocs}:\n{output}");
-    let split = sum(&virtio, &["alloc", "cache"])
-        + sum(&virtio, &["alloc", "ring"])
-        + sum(&virtio, &["alloc", "slow"]);
-    assert_eq!(split, allocs, "cache + ring + slow must add up");
-    assert!(
-        virtio.iter().all(|p| p["pool_size"].as_u64() == Some(256)),
-        "QEMU's default vring is 256"
-    );
-
-    // veth + XDP: ppscope saw the pool's whole life; the kernel's counters cover the same.
-    let veth = pools_named(&diag, "veth1");
-    assert!(!veth.is_empty(), "no veth1 pool:\n{output}");
+/// The veth1 pools' counts of one backend against the kernel's `rx_pp_*` stats.
+fn assert_matches_kernel_stats(backend: &str, diag: &Value, k: &HashMap<String, u64>) {
+    let veth = pools_named(diag, "veth1");
+    assert!(!veth.is_empty(), "{backend}: no veth1 pool: {diag:#}");
     let kernel_allocs = k["rx_pp_alloc_fast"]
         + k["rx_pp_alloc_refill"]
         + k["rx_pp_alloc_slow"]
@@ -119,62 +107,185 @@ fn vm_kprobe_counts_match_the_kernel_page_pool_stats() {
         kernel_allocs > 1000,
         "too little veth traffic to compare: {k:?}"
     );
-    eprintln!("veth1 kernel stats: {k:?}");
-    eprintln!("veth1 ppscope: {:#}", serde_json::to_string(&veth).unwrap());
-    assert_close(
+    let close = |what: &str, path: &[&str], kernel: u64, flow: u64| {
+        assert_close(&format!("{backend} {what}"), sum(&veth, path), kernel, flow)
+    };
+    close(
         "alloc total",
-        sum(&veth, &["alloc", "total"]),
+        &["alloc", "total"],
         kernel_allocs,
         kernel_allocs,
     );
-    assert_close(
+    close(
         "alloc cache",
-        sum(&veth, &["alloc", "cache"]),
+        &["alloc", "cache"],
         k["rx_pp_alloc_fast"],
         kernel_allocs,
     );
-    assert_close(
+    close(
         "alloc ring",
-        sum(&veth, &["alloc", "ring"]),
+        &["alloc", "ring"],
         k["rx_pp_alloc_refill"],
         kernel_allocs,
     );
-    assert_close(
+    close(
         "alloc slow",
-        sum(&veth, &["alloc", "slow"]),
+        &["alloc", "slow"],
         k["rx_pp_alloc_slow"] + k["rx_pp_alloc_slow_ho"],
         kernel_allocs,
     );
-    assert_close(
+    close(
         "alloc ring_empty",
-        sum(&veth, &["alloc", "ring_empty"]),
+        &["alloc", "ring_empty"],
         k["rx_pp_alloc_empty"],
         kernel_allocs,
     );
-    assert_close(
+    close(
         "recycle total",
-        sum(&veth, &["recycle", "total"]),
+        &["recycle", "total"],
         kernel_recycles,
         kernel_recycles,
     );
-    assert_close(
+    close(
         "recycle cached",
-        sum(&veth, &["recycle", "cached"]),
+        &["recycle", "cached"],
         k["rx_pp_recycle_cached"],
         kernel_recycles,
     );
-    assert_close(
+    close(
         "recycle ring",
-        sum(&veth, &["recycle", "ring"]),
+        &["recycle", "ring"],
         k["rx_pp_recycle_ring"],
         kernel_recycles,
     );
-    assert_close(
+    close(
         "recycle ring_full",
-        sum(&veth, &["recycle", "ring_full"]),
+        &["recycle", "ring_full"],
         k["rx_pp_recycle_ring_full"] + k["rx_pp_recycle_released_ref"],
         kernel_recycles,
     );
+}
+
+/// Two backends watching the same traffic agree within 2% on every count both measure.
+fn assert_backends_agree(a: (&str, &Value), b: (&str, &Value), ifname: &str) {
+    let (pa, pb) = (pools_named(a.1, ifname), pools_named(b.1, ifname));
+    assert!(
+        !pa.is_empty() && !pb.is_empty(),
+        "{ifname} missing under {} or {}",
+        a.0,
+        b.0
+    );
+    for (side, fields) in [
+        (
+            "alloc",
+            &["total", "cache", "ring", "slow", "ring_empty"][..],
+        ),
+        ("recycle", &["total", "cached", "ring", "ring_full"][..]),
+    ] {
+        let flow = sum(&pa, &[side, "total"]).max(1);
+        for f in fields {
+            let (x, y) = (sum(&pa, &[side, f]), sum(&pb, &[side, f]));
+            assert_close(
+                &format!("{ifname} {side}.{f}: {} vs {}", a.0, b.0),
+                x,
+                y,
+                flow,
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "boots the VM lab: run through `cargo xtask test`"]
+fn vm_sid_fentry_and_kprobe_match_each_other_and_the_kernel() {
+    let (diags, k, output) = lab_run(KernelChoice::Sid, &["fentry", "kprobe"]);
+    eprintln!("veth1 kernel stats: {k:?}");
+    for (backend, diag) in &diags {
+        for hook in [
+            "alloc",
+            "refill",
+            "slow_path",
+            "recycle",
+            "recycle_bulk",
+            "devmem_dontneed",
+        ] {
+            assert_eq!(
+                diag["backends"][hook]["backend"],
+                backend.as_str(),
+                "{hook} under --backend {backend}: {:#}",
+                diag["backends"][hook]
+            );
+        }
+        // virtio-net: the receiving NIC's pool is reported, by name, with allocations.
+        let virtio = pools_named(diag, "vnet1");
+        assert!(!virtio.is_empty(), "{backend}: no vnet1 pool:\n{output}");
+        let allocs = sum(&virtio, &["alloc", "total"]);
+        assert!(allocs > 1000, "{backend}: vnet1 allocations {allocs}");
+        let split = sum(&virtio, &["alloc", "cache"])
+            + sum(&virtio, &["alloc", "ring"])
+            + sum(&virtio, &["alloc", "slow"]);
+        assert_eq!(split, allocs, "cache + ring + slow must add up");
+        assert!(
+            virtio
+                .iter()
+                .all(|p| p["pool_size"].as_u64() == Some(256) && p["queue"] == 0),
+            "QEMU's default vring is 256, one queue: {virtio:#?}"
+        );
+        assert_matches_kernel_stats(backend, diag, &k);
+    }
+    assert_backends_agree(
+        ("fentry", &diags["fentry"]),
+        ("kprobe", &diags["kprobe"]),
+        "veth1",
+    );
+}
+
+#[test]
+#[ignore = "boots the VM lab: run through `cargo xtask test`"]
+fn vm_trixie_612_older_symbols_fentry_and_kprobe_agree() {
+    let (diags, k, _output) = lab_run(KernelChoice::Trixie, &["fentry", "kprobe"]);
+    // 6.12 has no CONFIG_PAGE_POOL_STATS: check against the packets XDP saw instead.
+    assert!(
+        !k.contains_key("rx_pp_alloc_fast"),
+        "trixie grew page_pool stats? {k:?}"
+    );
+    let packets = k["rx_queue_0_xdp_packets"];
+    assert!(packets > 1000, "too little veth traffic: {k:?}");
+    for (backend, diag) in &diags {
+        assert_eq!(
+            diag["backends"]["slow_path"]["targets"][0],
+            "__page_pool_alloc_pages_slow"
+        );
+        let veth = pools_named(diag, "veth1");
+        assert!(!veth.is_empty(), "{backend}: no veth1 pool: {diag:#}");
+        // Every XDP packet's page is recycled once: the recycle count follows the packets.
+        assert_close(
+            &format!("{backend} recycles vs XDP packets"),
+            sum(&veth, &["recycle", "total"]),
+            packets,
+            packets,
+        );
+        assert!(
+            sum(&veth, &["alloc", "ring"]) > 0,
+            "{backend}: refills from the ring"
+        );
+    }
+    let a = pools_named(&diags["fentry"], "veth1");
+    let b = pools_named(&diags["kprobe"], "veth1");
+    let flow = sum(&a, &["recycle", "total"]);
+    for path in [
+        ["alloc", "ring"],
+        ["alloc", "slow"],
+        ["recycle", "total"],
+        ["recycle", "ring"],
+    ] {
+        assert_close(
+            &format!("trixie {path:?} fentry vs kprobe"),
+            sum(&a, &path),
+            sum(&b, &path),
+            flow,
+        );
+    }
 }
 
 #[test]
@@ -209,4 +320,81 @@ fn vm_run_cli_runs_a_script_with_its_arguments_and_exit_status() {
         assert!(stdout.contains(ns), "netns {ns} missing: {stdout}");
     }
     assert!(stdout.contains("198.18.0.2/24"), "{stdout}");
+}
+
+fn devmem_gve_run(kernel: KernelChoice, calls: u32, backend: &str) -> (Value, Value, String) {
+    let mut run = VmRun::new(workspace_root().join("xtask/vm-tests/devmem-gve.sh"));
+    run.kernel = kernel;
+    run.args = vec![calls.to_string(), backend.into()];
+    let tool = std::path::PathBuf::from(env!("CARGO_BIN_EXE_devmem-dontneed"));
+    run.extra.push((tool, "devmem-dontneed".into()));
+    let out = run_script(&run).expect("the VM lab runs");
+    assert_eq!(out.status, 0, "lab script failed:\n{}", out.output);
+    let doctor: Value = serde_json::from_str(section(&out.output, "doctor")).unwrap();
+    let diag: Value = serde_json::from_str(section(&out.output, "diag")).unwrap();
+    (doctor, diag, out.output)
+}
+
+fn hook<'a>(doctor: &'a Value, name: &str) -> &'a Value {
+    doctor["hooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["hook"] == name)
+        .unwrap_or_else(|| panic!("no hook {name} in {doctor:#}"))
+}
+
+#[test]
+#[ignore = "boots the VM lab: run through `cargo xtask test`"]
+fn vm_sid_dontneed_counts_every_call_and_gve_hooks_attach() {
+    for backend in ["fentry", "kprobe"] {
+        let (doctor, diag, output) = devmem_gve_run(KernelChoice::Sid, 37, backend);
+        for name in ["gve_alloc", "gve_rx_poll", "gve_pool_queue"] {
+            let h = hook(&doctor, name);
+            if backend == "kprobe" {
+                assert_eq!(h["backend"], "kprobe", "{name}: {h:#}");
+                assert!(
+                    h["targets"][0].as_str().unwrap().starts_with("gve_"),
+                    "{h:#}"
+                );
+            } else {
+                // Module functions are probed with kprobes only: a forced fentry says so.
+                assert!(h["backend"].is_null(), "{h:#}");
+                assert!(
+                    h["reasons"][0].as_str().unwrap().contains("it has: kprobe"),
+                    "{h:#}"
+                );
+            }
+        }
+        assert_eq!(hook(&doctor, "devmem_dontneed")["backend"], backend);
+        assert!(output.contains("calls=37 ok=37"), "{output}");
+        let d = &diag["devmem"]["dontneed"];
+        assert_eq!(d["calls"], 37, "{backend}: {d:#}");
+        assert_eq!(d["value_sum"], 0, "no frags are freed: {d:#}");
+        assert_eq!(d["errors"], 0, "{d:#}");
+        assert_eq!(d["latency"]["count"], 37, "{d:#}");
+        if backend == "kprobe" {
+            // gve is loaded but has no device: its section is there, with no polls.
+            assert!(diag["gve"].is_object(), "{:#}", diag["gve"]);
+            assert_eq!(diag["gve"]["queues"].as_array().map(Vec::len), Some(0));
+        }
+    }
+}
+
+#[test]
+#[ignore = "boots the VM lab: run through `cargo xtask test`"]
+fn vm_trixie_dontneed_and_gve_without_page_pool() {
+    let (doctor, diag, _output) = devmem_gve_run(KernelChoice::Trixie, 5, "auto");
+    assert_eq!(diag["devmem"]["dontneed"]["calls"], 5);
+    // 6.12's gve has no page_pool: its pool functions are absent, and doctor says so.
+    let create = hook(&doctor, "gve_pool_queue");
+    assert!(create["backend"].is_null(), "{create:#}");
+    assert!(
+        create["reasons"][0]
+            .as_str()
+            .unwrap()
+            .contains("gve_rx_create_page_pool"),
+        "{create:#}"
+    );
+    assert_eq!(hook(&doctor, "gve_rx_poll")["backend"], "kprobe");
 }

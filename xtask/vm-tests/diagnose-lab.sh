@@ -1,14 +1,15 @@
 #!/bin/sh
-# VM lab script: `ppscope diagnose` while iperf3 runs over virtio-net (vnet0 -> vnet1) and
-# over a veth pair with XDP on the receiver (veth0 -> veth1), then the kernel's own page_pool
-# counters for veth1, read while XDP is still attached and traffic has stopped (detaching XDP
-# destroys veth's pools and their stats).
+# VM lab script: `ppscope diagnose` (one instance per backend given, side by side, so they
+# see the same packets) while iperf3 runs over virtio-net (vnet0 -> vnet1) and over a veth
+# pair with XDP on the receiver (veth0 -> veth1); then the kernel's own counters for veth1,
+# read while XDP is still attached and traffic has stopped (detaching XDP destroys veth's
+# pools and their stats).
 #
-# Usage: diagnose-lab.sh [auto|kprobe|tracepoint] [iperf seconds]
+# Usage: diagnose-lab.sh SECONDS BACKEND...   (BACKEND: auto, fentry, kprobe, tracepoint)
 # Prints sections between @@name lines for the host-side test to read.
 set -eu
-BACKEND=${1:-auto}
-SECS=${2:-4}
+SECS=$1
+shift
 
 wait_for() { # file pattern
     i=0
@@ -24,9 +25,14 @@ wait_for() { # file pattern
 ip netns exec ppb iperf3 -s -D
 ip netns exec ppd iperf3 -s -D
 
-ppscope diagnose --duration 10m --json --backend "$BACKEND" >/tmp/diag.json 2>/tmp/diag.err &
-DIAG=$!
-wait_for /tmp/diag.err "watching page_pools"
+PIDS=""
+for b in "$@"; do
+    ppscope diagnose --duration 10m --json --backend "$b" >"/tmp/diag-$b.json" 2>"/tmp/diag-$b.err" &
+    PIDS="$PIDS $!"
+done
+for b in "$@"; do
+    wait_for "/tmp/diag-$b.err" "watching page_pools"
+done
 
 # The veth pools are born after ppscope attached: it sees their whole life.
 ip netns exec ppd ppscope lab xdp veth1 >/tmp/xdp.log 2>&1 &
@@ -38,13 +44,15 @@ ip netns exec ppc iperf3 -c 198.18.1.2 -t "$SECS" >/tmp/iperf-veth.txt
 sleep 1
 ip netns exec ppd ethtool -S veth1 >/tmp/ethtool-veth1.txt
 
-kill -INT "$DIAG"
-wait "$DIAG"
+for p in $PIDS; do kill -INT "$p"; done
+for p in $PIDS; do wait "$p"; done
 kill "$XDP"
 
 echo "@@iperf-virtio"; tail -4 /tmp/iperf-virtio.txt
 echo "@@iperf-veth"; tail -4 /tmp/iperf-veth.txt
-echo "@@diag-stderr"; cat /tmp/diag.err
-echo "@@diag"; cat /tmp/diag.json
+for b in "$@"; do
+    echo "@@diag-stderr-$b"; cat "/tmp/diag-$b.err"
+    echo "@@diag-$b"; cat "/tmp/diag-$b.json"
+done
 echo "@@ethtool-veth1"; cat /tmp/ethtool-veth1.txt
 echo "@@end"

@@ -1,0 +1,328 @@
+//! Host tests of the netlink page-pool source (`ppscope::netlink`) on this machine's kernel:
+//! a veth pair between two network namespaces the test creates, the lab's XDP program on the
+//! receiving end (veth only runs its page_pool receive path with XDP), a little iperf3 traffic,
+//! then `page-pool-get` / `page-pool-stats-get` asked from inside the receiving namespace
+//! (netlink answers for the caller's namespace only, so the query runs in a thread that has
+//! `setns(2)`-ed there).
+//!
+//! They need root (namespaces, BPF), so they are `#[ignore]`d for a plain `cargo test`;
+//! `cargo xtask test` runs them. Traffic stays between the test's own namespaces
+//! (198.18.0.0/15, the benchmark range).
+use std::{
+    ffi::CString,
+    fs::File,
+    io::{BufRead, BufReader},
+    os::fd::AsRawFd,
+    process::{Child, ChildStdout, Command, Output, Stdio},
+    thread,
+    time::{Duration, Instant},
+};
+
+use ppscope::netlink::{self, NetlinkPool, StatsAvailability};
+
+const PPSCOPE: &str = env!("CARGO_BIN_EXE_ppscope");
+const TX_ADDR: &str = "198.18.40.1";
+const RX_ADDR: &str = "198.18.40.2";
+
+fn run(cmd: &str, args: &[&str]) -> Output {
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Kills and reaps a child; for cleanup paths.
+fn stop(child: &mut Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Two namespaces joined by a veth pair, XDP on the receiving end; all removed on drop,
+/// whichever way the test ends.
+struct Lab {
+    ns_tx: String,
+    ns_rx: String,
+    dev_tx: String,
+    dev_rx: String,
+    xdp: Option<(Child, BufReader<ChildStdout>)>,
+    iperf_server: Option<Child>,
+}
+
+impl Lab {
+    fn new(tag: &str) -> Self {
+        let id = std::process::id();
+        let mut lab = Self {
+            ns_tx: format!("ppnl-{tag}-tx-{id}"),
+            ns_rx: format!("ppnl-{tag}-rx-{id}"),
+            dev_tx: format!("nt{tag}{id}"),
+            dev_rx: format!("nr{tag}{id}"),
+            xdp: None,
+            iperf_server: None,
+        };
+        // From here on, Drop removes whatever was made.
+        run("ip", &["netns", "add", &lab.ns_tx]);
+        run("ip", &["netns", "add", &lab.ns_rx]);
+        run(
+            "ip",
+            &[
+                "link",
+                "add",
+                &lab.dev_tx,
+                "netns",
+                &lab.ns_tx,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &lab.dev_rx,
+                "netns",
+                &lab.ns_rx,
+            ],
+        );
+        let (tx_cidr, rx_cidr) = (format!("{TX_ADDR}/24"), format!("{RX_ADDR}/24"));
+        for (ns, dev, addr) in [
+            (&lab.ns_tx, &lab.dev_tx, &tx_cidr),
+            (&lab.ns_rx, &lab.dev_rx, &rx_cidr),
+        ] {
+            run("ip", &["-n", ns, "addr", "add", addr, "dev", dev]);
+            run("ip", &["-n", ns, "link", "set", dev, "up"]);
+            run("ip", &["-n", ns, "link", "set", "lo", "up"]);
+        }
+        lab.attach_xdp();
+        lab
+    }
+
+    fn attach_xdp(&mut self) {
+        let mut child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.ns_rx,
+                PPSCOPE,
+                "lab",
+                "xdp",
+                &self.dev_rx,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn ppscope lab xdp");
+        // Keep the pipe open for the child's lifetime: a later print must not hit EPIPE.
+        let out = BufReader::new(child.stdout.take().unwrap());
+        self.xdp = Some((child, out));
+        let mut line = String::new();
+        self.xdp.as_mut().unwrap().1.read_line(&mut line).unwrap();
+        assert!(line.contains("attached"), "lab xdp said: {line:?}");
+    }
+
+    /// iperf3 from tx to rx for `secs` seconds.
+    fn traffic(&mut self, secs: u32) {
+        let server = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.ns_rx,
+                "iperf3",
+                "-s",
+                "-1",
+                "-B",
+                RX_ADDR,
+            ])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("iperf3 server (is iperf3 installed? cargo xtask setup)");
+        self.iperf_server = Some(server);
+        thread::sleep(Duration::from_millis(500));
+        let client = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.ns_tx,
+                "iperf3",
+                "-c",
+                RX_ADDR,
+                "-t",
+                &secs.to_string(),
+                "--connect-timeout",
+                "3000",
+            ])
+            .output()
+            .expect("iperf3 client");
+        assert!(
+            client.status.success(),
+            "iperf3: {}",
+            String::from_utf8_lossy(&client.stderr)
+        );
+        // The one-off server exits after its client; do not wait for it forever.
+        let mut server = self.iperf_server.take().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while server.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(50));
+        }
+        stop(&mut server);
+    }
+
+    /// Whether the receiving veth reports page_pool counters through ethtool (`rx_pp_*`), which
+    /// it does exactly when the kernel has `CONFIG_PAGE_POOL_STATS`.
+    fn ethtool_has_pp_stats(&self) -> bool {
+        let out = run(
+            "ip",
+            &["netns", "exec", &self.ns_rx, "ethtool", "-S", &self.dev_rx],
+        );
+        String::from_utf8_lossy(&out.stdout).contains("rx_pp_")
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if let Some(s) = self.iperf_server.as_mut() {
+            stop(s);
+        }
+        if let Some((c, _)) = self.xdp.as_mut() {
+            stop(c);
+        }
+        for ns in [&self.ns_tx, &self.ns_rx] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+/// Runs `f` in a thread that has entered the network namespace `ns` (setns on
+/// `/run/netns/NS`): netlink sockets it opens answer for that namespace.
+fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let path = format!("/run/netns/{ns}");
+    thread::spawn(move || {
+        let file = File::open(&path).unwrap_or_else(|e| panic!("open {path}: {e}"));
+        // SAFETY: a valid namespace fd; CLONE_NEWNET changes this thread only.
+        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns {path}: {}", std::io::Error::last_os_error());
+        f()
+    })
+    .join()
+    .expect("the thread inside the namespace panicked")
+}
+
+fn ifindex_in(ns: &str, dev: &str) -> u32 {
+    let dev = CString::new(dev).unwrap();
+    // if_nametoindex asks through a socket of the calling thread's namespace.
+    let idx = in_netns(ns, move || unsafe { libc::if_nametoindex(dev.as_ptr()) });
+    assert_ne!(idx, 0, "no device in {ns}");
+    idx
+}
+
+/// veth creates its page_pools without `page_pool_params.netdev` (mainline up to at least
+/// 6.18), and `page-pool-get` lists only pools linked to a netdev, so the veth pool is normally
+/// absent from the answer. The test checks what holds either way: the query answers from
+/// inside the namespace, any listed pool is well formed, a pool listed there on the veth
+/// carries the live-pool fields, and no pool of that namespace shows in the caller's.
+#[test]
+#[ignore = "needs root: run through cargo xtask test"]
+fn netlink_page_pool_get_answers_inside_a_namespace_with_a_veth_xdp_pool() {
+    let mut lab = Lab::new("a");
+    lab.traffic(2);
+    let ifindex = ifindex_in(&lab.ns_rx, &lab.dev_rx);
+
+    let pools = in_netns(&lab.ns_rx, || {
+        netlink::page_pools().map_err(|e| format!("{e:#}"))
+    })
+    .expect("page-pool-get in the receiving namespace");
+    eprintln!("pools in {}: {pools:#?}", lab.ns_rx);
+    for p in &pools {
+        assert!(p.id > 0, "{p:?}");
+        assert_ne!(p.ifindex, Some(0), "{p:?}");
+    }
+    let ours: Vec<&NetlinkPool> = pools
+        .iter()
+        .filter(|p| p.ifindex == Some(ifindex))
+        .collect();
+    if ours.is_empty() {
+        eprintln!(
+            "note: the veth pool of {} is not listed: veth does not link its page_pools to \
+             the netdev, and netlink lists only pools that are",
+            lab.dev_rx
+        );
+    }
+    for p in &ours {
+        assert!(p.inflight.is_some(), "inflight missing: {p:?}");
+        assert!(
+            p.detach_time.is_none(),
+            "a live pool is not detached: {p:?}"
+        );
+        assert!(
+            !p.io_uring && p.dmabuf.is_none(),
+            "veth has no memory provider: {p:?}"
+        );
+    }
+
+    // Netlink answers for the caller's namespace: pool ids are global, so none of the pools
+    // listed inside ns_rx may show up in the test's own namespace.
+    let here = netlink::page_pools().expect("page-pool-get in the test's namespace");
+    for p in &pools {
+        assert!(
+            !here.iter().any(|h| h.id == p.id),
+            "pool {} of {} leaked into the caller's namespace: {here:#?}",
+            p.id,
+            lab.ns_rx
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs root: run through cargo xtask test"]
+fn netlink_stats_match_the_kernel_config() {
+    let mut lab = Lab::new("b");
+    lab.traffic(2);
+    let ifindex = ifindex_in(&lab.ns_rx, &lab.dev_rx);
+    let kernel_keeps_stats = lab.ethtool_has_pp_stats();
+
+    let stats = in_netns(&lab.ns_rx, || {
+        netlink::page_pool_stats().map_err(|e| format!("{e:#}"))
+    })
+    .expect("page-pool-stats-get must answer, supported or not");
+    eprintln!("ethtool rx_pp_*: {kernel_keeps_stats}; netlink: {stats:#?}");
+    match stats {
+        StatsAvailability::Available(list) => {
+            assert!(
+                kernel_keeps_stats,
+                "netlink has page_pool stats but ethtool -S shows no rx_pp_*: {list:#?}"
+            );
+            let ours: Vec<_> = list.iter().filter(|s| s.ifindex == Some(ifindex)).collect();
+            assert!(
+                !ours.is_empty(),
+                "no stats for ifindex {ifindex}: {list:#?}"
+            );
+            let allocated: u64 = ours.iter().map(|s| s.alloc_fast + s.alloc_slow).sum();
+            assert!(
+                allocated > 0,
+                "traffic went through but no allocations: {ours:#?}"
+            );
+        }
+        StatsAvailability::NotSupported(why) => {
+            assert!(
+                !kernel_keeps_stats,
+                "ethtool -S shows rx_pp_* yet netlink says: {why}"
+            );
+            assert!(
+                why.contains("CONFIG_PAGE_POOL_STATS") && why.len() > 30,
+                "not a sentence: {why:?}"
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs root: run through cargo xtask test"]
+fn netdev_family_resolves_and_answers_in_the_callers_namespace() {
+    let family = netlink::netdev_family().expect("netdev family (Linux >= 6.8)");
+    eprintln!("netdev family: {family:?}");
+    assert!(family.id >= 0x10, "a dynamic genetlink id: {family:?}");
+    assert!(family.has_op(netlink::CMD_PAGE_POOL_GET), "{family:?}");
+    let pools = netlink::page_pools().expect("page-pool-get in the test's namespace");
+    eprintln!("pools in the test's namespace: {pools:#?}");
+}

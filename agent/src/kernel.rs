@@ -52,6 +52,19 @@ impl Symbols {
     }
 }
 
+/// The name of interface `ifindex` in this network namespace.
+pub fn ifname_of(ifindex: u32) -> Option<String> {
+    let mut buf = [0u8; libc::IF_NAMESIZE];
+    // SAFETY: the buffer is IF_NAMESIZE bytes as if_indextoname requires; it writes a
+    // NUL-terminated name or returns NULL.
+    let p = unsafe { libc::if_indextoname(ifindex, buf.as_mut_ptr().cast()) };
+    if p.is_null() {
+        return None;
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    Some(String::from_utf8_lossy(&buf[..end]).into_owned())
+}
+
 /// `uname -r`.
 pub fn release() -> String {
     fs::read_to_string("/proc/sys/kernel/osrelease")
@@ -124,6 +137,12 @@ mod tests {
         let hidden = Symbols::parse("0000000000000000 T page_pool_alloc_pages\n");
         assert!(hidden.contains("page_pool_alloc_pages"));
         assert_eq!(hidden.size("page_pool_alloc_pages"), None);
+    }
+
+    #[test]
+    fn loopback_is_named() {
+        assert_eq!(ifname_of(1).as_deref(), Some("lo"));
+        assert_eq!(ifname_of(u32::MAX), None);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! [`model::Snapshot`] → consumers ([`report`] for `diagnose`; the TUI and exporter to come).
 pub mod btf;
 pub mod kernel;
+pub mod kernel_view;
 pub mod lab;
 pub mod model;
 pub mod netlink;

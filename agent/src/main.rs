@@ -8,7 +8,9 @@ use std::{
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use ppscope::{
-    btf, kernel, lab, model,
+    btf, kernel,
+    kernel_view::{self, KernelSample},
+    lab, model,
     probes::{Backend, BackendChoice, ProbeOptions, Probes},
     report,
 };
@@ -44,6 +46,20 @@ struct ProbeArgs {
     /// Which probe backend to use: auto picks per hook what this kernel accepts.
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     backend: BackendChoice,
+    /// Fail when any hook cannot be attached (hooks of a kernel module that is not loaded
+    /// are not asked for).
+    #[arg(long)]
+    strict: bool,
+}
+
+impl ProbeArgs {
+    fn start(&self) -> Result<Probes> {
+        Probes::start(&ProbeOptions {
+            backend: self.backend,
+            only_ifindex: 0,
+            strict: self.strict,
+        })
+    }
 }
 
 #[derive(Subcommand)]
@@ -101,16 +117,8 @@ fn wait_or_interrupt(duration: Duration) -> Result<()> {
     Ok(())
 }
 
-fn diagnose(
-    duration: Duration,
-    json: bool,
-    dev: Option<String>,
-    backend: BackendChoice,
-) -> Result<()> {
-    let probes = Probes::start(&ProbeOptions {
-        backend,
-        only_ifindex: 0,
-    })?;
+fn diagnose(duration: Duration, json: bool, dev: Option<String>, probe: &ProbeArgs) -> Result<()> {
+    let probes = probe.start()?;
     let attached = probes.hooks.iter().filter(|h| h.attached()).count();
     eprintln!(
         "ppscope: watching page_pools for {} ({attached}/{} hooks attached)",
@@ -118,8 +126,10 @@ fn diagnose(
         probes.hooks.len()
     );
     let first = probes.sample()?;
+    let kernel_first = KernelSample::read();
     wait_or_interrupt(duration)?;
     let last = probes.sample()?;
+    let kernel_last = KernelSample::read();
     let mut snap = model::snapshot(
         kernel::release(),
         &first,
@@ -127,6 +137,7 @@ fn diagnose(
         &probes.coverage,
         &probes.hooks,
     );
+    kernel_view::merge(&mut snap, &kernel_first, &kernel_last);
     if let Some(dev) = dev {
         snap.pools
             .retain(|p| p.ifname.as_deref() == Some(dev.as_str()));
@@ -147,11 +158,8 @@ fn print_out(text: &str) -> Result<()> {
     }
 }
 
-fn doctor(json: bool, backend: BackendChoice) -> Result<()> {
-    let probes = Probes::start(&ProbeOptions {
-        backend,
-        only_ifindex: 0,
-    })?;
+fn doctor(json: bool, probe: &ProbeArgs) -> Result<()> {
+    let probes = probe.start()?;
     if json {
         let v = serde_json::json!({
             "kernel": kernel::release(),
@@ -230,8 +238,8 @@ fn main() -> ExitCode {
             json,
             dev,
             probe,
-        } => diagnose(duration, json, dev, probe.backend),
-        Command::Doctor { json, probe } => doctor(json, probe.backend),
+        } => diagnose(duration, json, dev, &probe),
+        Command::Doctor { json, probe } => doctor(json, &probe),
         Command::Lab {
             command: LabCommand::Xdp { dev },
         } => lab::attach_xdp_pass(&dev).map(|_held| {

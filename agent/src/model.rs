@@ -326,6 +326,11 @@ pub struct PoolView {
     pub alloc: AllocSplit,
     pub recycle: RecycleSplit,
     pub pages: PageFlow,
+    /// Where `alloc` came from when not from the probes: "kernel" (its own page_pool stats).
+    pub alloc_source: Option<&'static str>,
+    pub recycle_source: Option<&'static str>,
+    /// The kernel's netlink view of this pool (same network namespace only).
+    pub kernel: Option<crate::kernel_view::KernelPoolView>,
     /// ring / (ring + slow): when the alloc cache ran dry, how often the ring refilled it.
     pub ring_hit_rate: Option<f64>,
     /// (cache + ring) / all allocations.
@@ -334,6 +339,33 @@ pub struct PoolView {
 }
 
 impl PoolView {
+    /// A pool known only from netlink (no probe saw it in the window).
+    pub fn unprobed(netlink_id: u32, ifindex: Option<u32>) -> Self {
+        Self {
+            pool: format!("netlink:{netlink_id}"),
+            ifname: ifindex.and_then(crate::kernel::ifname_of),
+            ifindex,
+            queue: None,
+            netlink_id: Some(netlink_id),
+            pool_size: None,
+            ring_size: None,
+            order: None,
+            memory_provider: None,
+            gve_queue: None,
+            provider_allocs: None,
+            provider_alloc_mean_ns: None,
+            alloc: AllocSplit::default(),
+            recycle: RecycleSplit::default(),
+            pages: PageFlow::default(),
+            alloc_source: None,
+            recycle_source: None,
+            kernel: None,
+            ring_hit_rate: None,
+            fast_path_rate: None,
+            slow_path_latency: None,
+        }
+    }
+
     /// Activity used to order pools: the busiest first.
     pub fn activity(&self) -> u64 {
         self.alloc.total.unwrap_or(0)
@@ -437,6 +469,9 @@ pub fn pool_view(
             allocated: cov.hold.then_some(c.hold_pages),
             released: cov.release.then_some(c.release_pages),
         },
+        alloc_source: None,
+        recycle_source: None,
+        kernel: None,
         ring_hit_rate: match (ring, slow) {
             (Some(r), Some(s)) => ratio(r, r + s),
             _ => None,
@@ -465,6 +500,8 @@ pub struct Snapshot {
     pub gve: Option<GveView>,
     /// ppscope's own programs: None when BPF run-time stats are unavailable.
     pub overhead: Option<OverheadView>,
+    /// What the kernel's netlink page-pool interface gave (None: not asked).
+    pub kernel_source: Option<crate::kernel_view::KernelSourceView>,
     /// Per hook: the backend that served it and where, or why nothing did.
     pub backends: std::collections::BTreeMap<&'static str, HookStatus>,
 }
@@ -549,6 +586,7 @@ pub fn snapshot(
         devmem,
         gve,
         overhead,
+        kernel_source: None,
         backends: hooks.iter().map(|h| (h.hook, h.clone())).collect(),
     }
 }

@@ -367,13 +367,22 @@ impl HookStatus {
     pub fn attached(&self) -> bool {
         self.backend.is_some()
     }
+
+    /// Missing only because its kernel module is not loaded (not a failure).
+    pub fn module_absent(&self) -> bool {
+        !self.attached() && self.reasons.iter().any(|r| r.ends_with(MODULE_NOT_LOADED))
+    }
 }
 
 pub struct ProbeOptions {
     pub backend: BackendChoice,
     /// Only count pools of the interface with this index (0: all).
     pub only_ifindex: u32,
+    /// Fail unless every hook attached (except hooks of modules not loaded).
+    pub strict: bool,
 }
+
+const MODULE_NOT_LOADED: &str = "module not loaded";
 
 /// Kernel facts the attach steps need, read once.
 struct Kernel {
@@ -441,6 +450,20 @@ impl Probes {
                 "none of ppscope's page_pool hooks could be attached on this kernel ({})",
                 why.join("; ")
             ));
+        }
+        if opts.strict {
+            let missing: Vec<String> = hooks
+                .iter()
+                .filter(|h| !h.attached() && !h.module_absent())
+                .map(|h| format!("{} ({})", h.hook, h.reasons.join("; ")))
+                .collect();
+            if !missing.is_empty() {
+                return Err(anyhow!(
+                    "--strict: {} hook(s) could not be attached: {}",
+                    missing.len(),
+                    missing.join(", ")
+                ));
+            }
         }
         let on = |name: &str| hooks.iter().any(|h| h.hook == name && h.attached());
         let coverage = Coverage {
@@ -574,7 +597,9 @@ fn attach_hook(
             .as_ref()
             .is_some_and(|k| k.symbols.iter().any(|s| kernel.symbols.contains(s)));
         if !present && !Path::new(&format!("/sys/module/{module}")).exists() {
-            status.reasons.push(format!("{module}: module not loaded"));
+            status
+                .reasons
+                .push(format!("{module}: {MODULE_NOT_LOADED}"));
             return status;
         }
     }

@@ -42,6 +42,14 @@ fn share(part: Option<u64>, total: Option<u64>) -> String {
     }
 }
 
+pub fn bytes_text(b: u64) -> String {
+    match b {
+        b if b < 1 << 20 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b if b < 1 << 30 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
+        b => format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64),
+    }
+}
+
 pub fn duration_ns(ns: u64) -> String {
     match ns {
         n if n < 1_000 => format!("{n} ns"),
@@ -118,6 +126,37 @@ fn pool_text(p: &PoolView, out: &mut String) {
         count(p.pages.allocated),
         count(p.pages.released)
     );
+    if let Some(k) = &p.kernel {
+        let mut facts = Vec::new();
+        if let (Some(pages), Some(bytes)) = (k.inflight_pages, k.inflight_bytes) {
+            facts.push(format!(
+                "inflight {} pages ({})",
+                count(Some(pages)),
+                bytes_text(bytes)
+            ));
+        }
+        if let Some(n) = k.napi_id {
+            facts.push(format!("napi id {n}"));
+        }
+        if let Some(i) = k.ifindex {
+            facts.push(format!("netlink ifindex {i}"));
+        }
+        if k.detached {
+            facts.push("detached by its driver".into());
+        }
+        if let Some(d) = k.dmabuf {
+            facts.push(format!("devmem dmabuf {d}"));
+        }
+        if k.io_uring {
+            facts.push("io_uring zcrx".into());
+        }
+        let _ = writeln!(out, "  kernel       {}", facts.join(", "));
+    }
+    if p.alloc_source.is_some() || p.recycle_source.is_some() {
+        out.push_str(
+            "  (split from the kernel's own page_pool stats: no probe measured it here)\n",
+        );
+    }
     if let Some(q) = p.gve_queue {
         let _ = writeln!(out, "  gve rx queue {q}");
     }
@@ -246,6 +285,15 @@ pub fn text(s: &Snapshot) -> String {
             o.cpu_share * 100.0
         );
     }
+    if let Some(k) = &s.kernel_source {
+        if let Some(e) = &k.error {
+            let _ = writeln!(out, "kernel netlink: unavailable ({e})");
+        }
+        if let Some(why) = &k.stats_missing {
+            let _ = writeln!(out, "kernel page_pool stats: not kept ({why})");
+        }
+        out.push('\n');
+    }
     out.push_str("hooks\n");
     for (name, h) in &s.backends {
         match &h.backend {
@@ -309,6 +357,7 @@ mod tests {
             devmem: None,
             gve: None,
             overhead: None,
+            kernel_source: None,
             backends: Default::default(),
         };
         let t = text(&s);

@@ -198,9 +198,10 @@ fn assert_backends_agree(a: (&str, &Value), b: (&str, &Value), ifname: &str) {
 #[test]
 #[ignore = "boots the VM lab: run through `cargo xtask test`"]
 fn vm_sid_fentry_and_kprobe_match_each_other_and_the_kernel() {
-    let (diags, k, output) = lab_run(KernelChoice::Sid, &["fentry", "kprobe"]);
+    let (diags, k, output) = lab_run(KernelChoice::Sid, &["fentry", "kprobe", "tracepoint"]);
     eprintln!("veth1 kernel stats: {k:?}");
-    for (backend, diag) in &diags {
+    for backend in ["fentry", "kprobe"] {
+        let diag = &diags[backend];
         for hook in [
             "alloc",
             "refill",
@@ -211,7 +212,7 @@ fn vm_sid_fentry_and_kprobe_match_each_other_and_the_kernel() {
         ] {
             assert_eq!(
                 diag["backends"][hook]["backend"],
-                backend.as_str(),
+                backend,
                 "{hook} under --backend {backend}: {:#}",
                 diag["backends"][hook]
             );
@@ -238,6 +239,38 @@ fn vm_sid_fentry_and_kprobe_match_each_other_and_the_kernel() {
         ("kprobe", &diags["kprobe"]),
         "veth1",
     );
+
+    // Netlink: the pool ids ppscope read from kernel memory are the ids page-pool-get
+    // lists; veth registers its pools with no netdev, so netlink does not list them.
+    for p in pools_named(&diags["fentry"], "vnet1") {
+        let k = &p["kernel"];
+        assert!(
+            k.is_object(),
+            "vnet1 pool {} not matched in page-pool-get: {p:#}",
+            p["netlink_id"]
+        );
+        assert!(k["stats"].is_object(), "sid keeps page_pool stats: {p:#}");
+        assert!(k["inflight_pages"].as_u64() > Some(0), "{p:#}");
+    }
+    for p in pools_named(&diags["fentry"], "veth1") {
+        assert!(p["kernel"].is_null(), "{p:#}");
+    }
+
+    // Tracepoints alone: the split comes from the kernel's own stats, and its exact parts
+    // (refills from the ring, slow-path calls) equal what fentry measured.
+    let tp = pools_named(&diags["tracepoint"], "vnet1");
+    assert!(!tp.is_empty(), "tracepoint: no vnet1 pool");
+    assert!(tp.iter().all(|p| p["alloc_source"] == "kernel"), "{tp:#?}");
+    let fe = pools_named(&diags["fentry"], "vnet1");
+    let flow = sum(&fe, &["alloc", "total"]);
+    for f in ["ring", "slow"] {
+        assert_close(
+            &format!("vnet1 alloc.{f}: kernel stats vs fentry"),
+            sum(&tp, &["alloc", f]),
+            sum(&fe, &["alloc", f]),
+            flow,
+        );
+    }
 }
 
 #[test]

@@ -76,6 +76,23 @@ impl KernelBtf {
         None
     }
 
+    /// Values and names of a C enum (e.g. `skb_drop_reason`), empty when BTF lacks it.
+    pub fn enum_values(&self, name: &str) -> Vec<(u32, String)> {
+        let Ok(types) = self.btf.resolve_types_by_name(name) else {
+            return Vec::new();
+        };
+        for ty in types {
+            if let Type::Enum(e) = ty {
+                return e
+                    .members
+                    .iter()
+                    .map(|m| (m.val(), self.btf.resolve_name(m).unwrap_or_default()))
+                    .collect();
+            }
+        }
+        Vec::new()
+    }
+
     fn find_struct(&self, name: &str) -> Option<Type> {
         self.btf
             .resolve_types_by_name(name)
@@ -199,6 +216,8 @@ impl KernelBtf {
             netdev_ifindex: get("ifindex", "net_device", &[&["ifindex"]]),
             netdev_name: get("ifname", "net_device", &[&["name"]]),
             page_pp: get("page_pp", "page", &[&["pp"]]),
+            napi_id: get("napi_id", "napi_struct", &[&["napi_id"]]),
+            skb_dev: get("skb_dev", "sk_buff", &[&["dev"]]),
             // From the gve module's BTF: see `gve_offsets`.
             gve_rx_q_num: OFFSET_UNKNOWN,
             gve_block_rx: OFFSET_UNKNOWN,
@@ -256,6 +275,17 @@ mod tests {
             Some(4)
         );
         assert_eq!(btf.func_param_count("no_such_function_xyz"), None);
+    }
+
+    #[test]
+    fn drop_reasons_from_btf() {
+        let reasons = host_btf().enum_values("skb_drop_reason");
+        let consumed = reasons.iter().find(|(_, n)| n == "SKB_CONSUMED");
+        assert!(consumed.is_some(), "{reasons:?}");
+        assert!(reasons
+            .iter()
+            .any(|(_, n)| n == "SKB_DROP_REASON_NOT_SPECIFIED"));
+        assert!(host_btf().enum_values("no_such_enum_xyz").is_empty());
     }
 
     #[test]

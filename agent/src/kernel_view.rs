@@ -242,6 +242,8 @@ mod tests {
             gve: None,
             overhead: None,
             kernel_source: None,
+            devices: Vec::new(),
+            timeline: Vec::new(),
             backends: Default::default(),
         }
     }

@@ -62,22 +62,28 @@ impl ProbeArgs {
     }
 }
 
+#[derive(clap::Args)]
+struct DiagnoseArgs {
+    /// How long to watch (5, 5s, 500ms, 2m); Ctrl-C ends the window early.
+    #[arg(long, short, default_value = "5s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Step of the timeline that lines up slow paths, NAPI and drops.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    interval: Duration,
+    /// Print JSON (stable layout, see README) instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Only pools of this interface.
+    #[arg(long)]
+    dev: Option<String>,
+    #[command(flatten)]
+    probe: ProbeArgs,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Watch every page_pool for a while and report what it did.
-    Diagnose {
-        /// How long to watch (5, 5s, 500ms, 2m); Ctrl-C ends the window early.
-        #[arg(long, short, default_value = "5s", value_parser = parse_duration)]
-        duration: Duration,
-        /// Print JSON (stable layout, see README) instead of text.
-        #[arg(long)]
-        json: bool,
-        /// Only pools of this interface.
-        #[arg(long)]
-        dev: Option<String>,
-        #[command(flatten)]
-        probe: ProbeArgs,
-    },
+    Diagnose(DiagnoseArgs),
     /// Check what ppscope can measure on this kernel, and why not where it cannot.
     Doctor {
         #[arg(long)]
@@ -100,49 +106,89 @@ enum LabCommand {
     Xdp { dev: String },
 }
 
-/// Sleeps for `duration`, or less when SIGINT/SIGTERM arrives: Ctrl-C ends the window early
-/// and the report still comes (the probes detach when the process exits either way).
-fn wait_or_interrupt(duration: Duration) -> Result<()> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let (tx, rx) = std::sync::mpsc::channel();
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
-    let handle = signals.handle();
-    thread::spawn(move || {
-        if signals.forever().next().is_some() {
-            let _ = tx.send(());
-        }
-    });
-    let _ = rx.recv_timeout(duration);
-    handle.close();
-    Ok(())
+/// SIGINT/SIGTERM as an event: Ctrl-C ends a diagnose window early and the report still
+/// comes (the probes detach when the process exits either way).
+struct Interrupt {
+    rx: std::sync::mpsc::Receiver<()>,
+    handle: signal_hook::iterator::Handle,
 }
 
-fn diagnose(duration: Duration, json: bool, dev: Option<String>, probe: &ProbeArgs) -> Result<()> {
-    let probes = probe.start()?;
+impl Interrupt {
+    fn new() -> Result<Self> {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+        let handle = signals.handle();
+        thread::spawn(move || {
+            if signals.forever().next().is_some() {
+                let _ = tx.send(());
+            }
+        });
+        Ok(Self { rx, handle })
+    }
+
+    /// Sleeps up to `d`; true when interrupted.
+    fn wait(&self, d: Duration) -> bool {
+        self.rx.recv_timeout(d).is_ok()
+    }
+}
+
+impl Drop for Interrupt {
+    fn drop(&mut self) {
+        self.handle.close();
+    }
+}
+
+fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
+    let probes = opts.probe.start()?;
     let attached = probes.hooks.iter().filter(|h| h.attached()).count();
     eprintln!(
         "ppscope: watching page_pools for {} ({attached}/{} hooks attached)",
-        humantime::format_duration(duration),
+        humantime::format_duration(opts.duration),
         probes.hooks.len()
     );
+    let interrupt = Interrupt::new()?;
     let first = probes.sample()?;
     let kernel_first = KernelSample::read();
-    wait_or_interrupt(duration)?;
-    let last = probes.sample()?;
+    // Step through the window so the report can line the chain up in time.
+    let mut steps = Vec::new();
+    let mut prev = first.clone();
+    loop {
+        let left = opts
+            .duration
+            .saturating_sub(prev.at.duration_since(first.at));
+        let interrupted = left.is_zero() || interrupt.wait(left.min(opts.interval));
+        let cur = probes.sample()?;
+        let netdevs = model::pool_netdevs(&cur);
+        steps.push(model::timeline_step(
+            cur.at.duration_since(first.at).as_secs_f64(),
+            &prev,
+            &cur,
+            &netdevs,
+        ));
+        prev = cur;
+        if interrupted || prev.at.duration_since(first.at) >= opts.duration {
+            break;
+        }
+    }
     let kernel_last = KernelSample::read();
     let mut snap = model::snapshot(
         kernel::release(),
         &first,
-        &last,
+        &prev,
         &probes.coverage,
         &probes.hooks,
     );
     kernel_view::merge(&mut snap, &kernel_first, &kernel_last);
-    if let Some(dev) = dev {
+    model::name_drop_reasons(&mut snap, &probes.drop_reasons);
+    snap.timeline = model::keep_steps_of(steps, &snap.devices);
+    if let Some(dev) = &opts.dev {
         snap.pools
             .retain(|p| p.ifname.as_deref() == Some(dev.as_str()));
+        snap.devices
+            .retain(|d| d.ifname.as_deref() == Some(dev.as_str()));
     }
-    let out = if json {
+    let out = if opts.json {
         serde_json::to_string_pretty(&report::json(&snap))? + "\n"
     } else {
         report::text(&snap)
@@ -233,12 +279,7 @@ fn doctor(json: bool, probe: &ProbeArgs) -> Result<()> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Diagnose {
-            duration,
-            json,
-            dev,
-            probe,
-        } => diagnose(duration, json, dev, &probe),
+        Command::Diagnose(args) => diagnose(&args),
         Command::Doctor { json, probe } => doctor(json, &probe),
         Command::Lab {
             command: LabCommand::Xdp { dev },

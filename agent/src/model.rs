@@ -9,7 +9,10 @@
 //! ptr_ring, **ring_full** = left the pool instead (ring full, or the page was not recyclable).
 use std::{collections::HashMap, time::Instant};
 
-use ppscope_common::{site_stat, PoolCounters, PoolIdentity, SiteStats, LATENCY_BUCKETS};
+use ppscope_common::{
+    site_stat, DeviceIdentity, DropKey, NapiCounters, PoolCounters, PoolIdentity, SiteStats,
+    LATENCY_BUCKETS,
+};
 use serde::Serialize;
 
 use crate::probes::HookStatus;
@@ -31,6 +34,8 @@ pub struct Coverage {
     pub devmem_free: bool,
     pub gve_alloc: bool,
     pub gve_poll: bool,
+    pub napi: bool,
+    pub drops: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -57,6 +62,13 @@ pub struct RawSample {
     pub sites: [SiteStats; site_stat::COUNT as usize],
     /// gve NAPI poll per rx queue.
     pub gve_poll: HashMap<u32, SiteStats>,
+    /// NAPI polls per NAPI instance, and the device of each instance.
+    pub napi: HashMap<u64, NapiCounters>,
+    pub napi_devices: HashMap<u64, u64>,
+    /// Devices seen by the NAPI and drop hooks, by net_device address.
+    pub devices: HashMap<u64, DeviceIdentity>,
+    /// Drops per (device, reason).
+    pub drops: HashMap<DropKey, u64>,
     /// None when BPF run-time statistics could not be switched on.
     pub runtime: Option<ProgramRuntime>,
 }
@@ -68,6 +80,10 @@ impl RawSample {
             pools: HashMap::new(),
             sites: [SiteStats::default(); site_stat::COUNT as usize],
             gve_poll: HashMap::new(),
+            napi: HashMap::new(),
+            napi_devices: HashMap::new(),
+            devices: HashMap::new(),
+            drops: HashMap::new(),
             runtime: None,
         }
     }
@@ -151,6 +167,237 @@ pub fn delta_site(later: &SiteStats, earlier: &SiteStats) -> SiteStats {
         out.value_hist[i] = d(later.value_hist[i], earlier.value_hist[i]);
     }
     out
+}
+
+/// NAPI polling of one device over an interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct NapiView {
+    pub polls: u64,
+    pub work: u64,
+    pub work_per_poll: Option<f64>,
+    /// Polls that used their whole budget: the device had more packets than one poll takes.
+    pub full_budget_polls: u64,
+    pub full_budget_share: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct DropView {
+    pub reason: u32,
+    /// The `enum skb_drop_reason` name, from BTF.
+    pub reason_name: Option<String>,
+    pub count: u64,
+}
+
+/// A device whose pools are shown: its NAPI work and its drops.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct DeviceView {
+    #[serde(skip)]
+    pub netdev: u64,
+    pub ifname: Option<String>,
+    pub ifindex: Option<u32>,
+    pub napi_id: Option<u32>,
+    pub napi: Option<NapiView>,
+    pub drops_total: Option<u64>,
+    pub drops: Vec<DropView>,
+}
+
+/// One device in one step of the timeline.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct DeviceStep {
+    #[serde(skip)]
+    pub netdev: u64,
+    pub ifname: Option<String>,
+    pub allocs: u64,
+    pub slow: u64,
+    pub ring_full: u64,
+    /// Pages that entered / left the device's pools (tracepoints: every backend has them).
+    pub pages_in: u64,
+    pub pages_out: u64,
+    pub napi_polls: u64,
+    pub napi_full_budget: u64,
+    pub drops: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TimelineStep {
+    /// Seconds since the window started, at the end of this step.
+    pub t: f64,
+    pub devices: Vec<DeviceStep>,
+}
+
+fn unique_netdevs(pools: &[PoolView]) -> Vec<u64> {
+    let mut v: Vec<u64> = pools.iter().map(|p| p.netdev).filter(|d| *d != 0).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+fn device_name(id: &DeviceIdentity) -> Option<String> {
+    ifname(&id.ifname)
+}
+
+fn napi_delta(earlier: &RawSample, later: &RawSample, netdev: u64) -> NapiCounters {
+    let mut total = NapiCounters::default();
+    for (napi, now) in &later.napi {
+        if later.napi_devices.get(napi) != Some(&netdev) {
+            continue;
+        }
+        let before = earlier.napi.get(napi).copied().unwrap_or_default();
+        total.polls += now.polls.saturating_sub(before.polls);
+        total.work += now.work.saturating_sub(before.work);
+        total.full_budget += now.full_budget.saturating_sub(before.full_budget);
+        total.budget += now.budget.saturating_sub(before.budget);
+    }
+    total
+}
+
+fn drops_delta(earlier: &RawSample, later: &RawSample, netdev: u64) -> Vec<(u32, u64)> {
+    let mut v: Vec<(u32, u64)> = later
+        .drops
+        .iter()
+        .filter(|(k, _)| k.netdev == netdev)
+        .map(|(k, n)| {
+            let before = earlier.drops.get(k).copied().unwrap_or(0);
+            (k.reason, n.saturating_sub(before))
+        })
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v
+}
+
+/// NAPI and drops of the given devices over the interval.
+pub fn device_views(
+    earlier: &RawSample,
+    later: &RawSample,
+    netdevs: &[u64],
+    cov: &Coverage,
+) -> Vec<DeviceView> {
+    netdevs
+        .iter()
+        .map(|&netdev| {
+            let id = later.devices.get(&netdev);
+            let napi = cov.napi.then(|| {
+                let n = napi_delta(earlier, later, netdev);
+                NapiView {
+                    polls: n.polls,
+                    work: n.work,
+                    work_per_poll: ratio(n.work, n.polls),
+                    full_budget_polls: n.full_budget,
+                    full_budget_share: ratio(n.full_budget, n.polls),
+                }
+            });
+            let drops: Vec<DropView> = drops_delta(earlier, later, netdev)
+                .into_iter()
+                .map(|(reason, count)| DropView {
+                    reason,
+                    reason_name: None,
+                    count,
+                })
+                .collect();
+            DeviceView {
+                netdev,
+                ifname: id.and_then(device_name),
+                ifindex: id.map(|i| i.ifindex),
+                napi_id: id.map(|i| i.napi_id).filter(|n| *n != 0),
+                napi,
+                drops_total: cov.drops.then(|| drops.iter().map(|d| d.count).sum()),
+                drops,
+            }
+        })
+        .collect()
+}
+
+/// One step of the timeline: per device of `netdevs`, what moved between two samples.
+pub fn timeline_step(
+    t: f64,
+    earlier: &RawSample,
+    later: &RawSample,
+    netdevs: &[u64],
+) -> TimelineStep {
+    let zero = RawPool::default();
+    let devices = netdevs
+        .iter()
+        .map(|&netdev| {
+            let mut step = DeviceStep {
+                netdev,
+                ifname: later.devices.get(&netdev).and_then(device_name),
+                ..Default::default()
+            };
+            for (addr, now) in &later.pools {
+                let Some(id) = &now.identity else { continue };
+                if id.netdev != netdev {
+                    continue;
+                }
+                if step.ifname.is_none() {
+                    step.ifname = ifname(&id.ifname);
+                }
+                let before = earlier.pools.get(addr).unwrap_or(&zero);
+                let d = delta(&now.counters, &before.counters);
+                step.allocs += d.alloc_calls;
+                step.slow += d.slow_calls + d.mp_alloc_calls;
+                step.ring_full += d.put_released + d.bulk_released;
+                step.pages_in += d.hold_pages;
+                step.pages_out += d.release_pages;
+            }
+            let n = napi_delta(earlier, later, netdev);
+            step.napi_polls = n.polls;
+            step.napi_full_budget = n.full_budget;
+            step.drops = drops_delta(earlier, later, netdev)
+                .iter()
+                .map(|(_, c)| c)
+                .sum();
+            step
+        })
+        .collect();
+    TimelineStep { t, devices }
+}
+
+/// The net_devices of every pool in a sample (for timeline steps).
+pub fn pool_netdevs(sample: &RawSample) -> Vec<u64> {
+    let mut v: Vec<u64> = sample
+        .pools
+        .values()
+        .filter_map(|p| p.identity.map(|i| i.netdev))
+        .filter(|d| *d != 0)
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// Keeps, in each step, the devices of the report, and only steps where anything moved.
+pub fn keep_steps_of(steps: Vec<TimelineStep>, devices: &[DeviceView]) -> Vec<TimelineStep> {
+    let wanted: Vec<u64> = devices.iter().map(|d| d.netdev).collect();
+    steps
+        .into_iter()
+        .map(|mut s| {
+            s.devices.retain(|d| {
+                wanted.contains(&d.netdev)
+                    && (d.allocs
+                        + d.slow
+                        + d.ring_full
+                        + d.pages_in
+                        + d.pages_out
+                        + d.napi_polls
+                        + d.drops)
+                        > 0
+            });
+            s
+        })
+        .filter(|s| !s.devices.is_empty())
+        .collect()
+}
+
+/// Names drop reasons from the kernel's `enum skb_drop_reason`.
+pub fn name_drop_reasons(snap: &mut Snapshot, names: &HashMap<u32, String>) {
+    for d in &mut snap.devices {
+        for drop in &mut d.drops {
+            drop.reason_name = names
+                .get(&drop.reason)
+                .map(|n| n.trim_start_matches("SKB_DROP_REASON_").to_string());
+        }
+    }
 }
 
 /// One measured site over an interval: latency, and the site's value where it has one.
@@ -310,6 +557,9 @@ impl Latency {
 pub struct PoolView {
     /// Kernel address of the `struct page_pool`: the only identity when nothing else is known.
     pub pool: String,
+    /// Kernel address of its net_device (0: unknown), to join NAPI and drop records.
+    #[serde(skip)]
+    pub netdev: u64,
     pub ifname: Option<String>,
     pub ifindex: Option<u32>,
     pub queue: Option<u32>,
@@ -343,6 +593,7 @@ impl PoolView {
     pub fn unprobed(netlink_id: u32, ifindex: Option<u32>) -> Self {
         Self {
             pool: format!("netlink:{netlink_id}"),
+            netdev: 0,
             ifname: ifindex.and_then(crate::kernel::ifname_of),
             ifindex,
             queue: None,
@@ -379,7 +630,7 @@ impl PoolView {
         match (&self.ifname, self.queue) {
             (Some(n), Some(q)) => format!("{n} q{q}"),
             (Some(n), None) => n.clone(),
-            (None, _) => format!("pool {}", self.pool),
+            (None, _) => self.pool.clone(),
         }
     }
 }
@@ -447,6 +698,7 @@ pub fn pool_view(
     };
     PoolView {
         pool: format!("{pool:#x}"),
+        netdev: id.map_or(0, |i| i.netdev),
         ifname: known(PoolIdentity::KNOWN_IFNAME).and_then(|i| ifname(&i.ifname)),
         ifindex: known(PoolIdentity::KNOWN_IFINDEX).map(|i| i.ifindex),
         queue: known(PoolIdentity::KNOWN_QUEUE).map(|i| i.queue_idx),
@@ -502,6 +754,10 @@ pub struct Snapshot {
     pub overhead: Option<OverheadView>,
     /// What the kernel's netlink page-pool interface gave (None: not asked).
     pub kernel_source: Option<crate::kernel_view::KernelSourceView>,
+    /// The devices of the pools shown: NAPI work and drops over the window.
+    pub devices: Vec<DeviceView>,
+    /// Per step (one interval) per device: the chain slow path → NAPI → drops, in time.
+    pub timeline: Vec<TimelineStep>,
     /// Per hook: the backend that served it and where, or why nothing did.
     pub backends: std::collections::BTreeMap<&'static str, HookStatus>,
 }
@@ -530,6 +786,7 @@ pub fn snapshot(
         })
         .collect();
     pools.sort_by(|a, b| b.activity().cmp(&a.activity()).then(a.pool.cmp(&b.pool)));
+    let netdevs: Vec<u64> = unique_netdevs(&pools);
 
     let site = |i: u32, on: bool, has_value: bool| {
         on.then(|| {
@@ -587,6 +844,8 @@ pub fn snapshot(
         gve,
         overhead,
         kernel_source: None,
+        devices: device_views(earlier, later, &netdevs, cov),
+        timeline: Vec::new(),
         backends: hooks.iter().map(|h| (h.hook, h.clone())).collect(),
     }
 }
@@ -609,6 +868,8 @@ mod tests {
         devmem_free: true,
         gve_alloc: true,
         gve_poll: true,
+        napi: true,
+        drops: true,
     };
 
     fn counters() -> PoolCounters {
@@ -684,7 +945,7 @@ mod tests {
         assert_eq!(v.queue, None);
         assert_eq!(v.label(), "vnet1");
         let anon = pool_view(0xffff_8880_0000_1000, &counters(), None, &ALL);
-        assert_eq!(anon.label(), "pool 0xffff888000001000");
+        assert_eq!(anon.label(), "0xffff888000001000");
     }
 
     #[test]

@@ -12,7 +12,10 @@ use aya::{
     programs::{FEntry, FExit, KProbe, Program, RawTracePoint},
     Btf, Ebpf, EbpfLoader,
 };
-use ppscope_common::{site_stat, PoolCounters, PoolIdentity, ProbeConfig, SiteStats};
+use ppscope_common::{
+    site_stat, DeviceIdentity, DropKey, NapiCounters, PoolCounters, PoolIdentity, ProbeConfig,
+    SiteStats,
+};
 use serde::Serialize;
 
 use crate::{
@@ -47,6 +50,8 @@ pub enum BackendChoice {
 #[serde(rename_all = "lowercase")]
 pub enum Group {
     PagePool,
+    /// Around the pool: NAPI work and packet drops, any driver.
+    Chain,
     Devmem,
     Gve,
 }
@@ -78,6 +83,7 @@ struct FentryDef {
 }
 
 struct TracepointDef {
+    category: &'static str,
     name: &'static str,
     prog: &'static str,
 }
@@ -257,6 +263,7 @@ const HOOKS: &[HookDef] = &[
         kprobe: kp(&["page_pool_set_pp_info"], "pp_hold", None),
         fentry: fe(Some("fe_hold"), None),
         tracepoint: Some(TracepointDef {
+            category: "page_pool",
             name: "page_pool_state_hold",
             prog: "tp_state_hold",
         }),
@@ -275,6 +282,7 @@ const HOOKS: &[HookDef] = &[
         ),
         fentry: fe(Some("fe_release"), None),
         tracepoint: Some(TracepointDef {
+            category: "page_pool",
             name: "page_pool_state_release",
             prog: "tp_state_release",
         }),
@@ -284,6 +292,26 @@ const HOOKS: &[HookDef] = &[
             Group::PagePool,
             "pages leaving the pool, so ring_full",
         )
+    },
+    HookDef {
+        tracepoint: Some(TracepointDef {
+            category: "napi",
+            name: "napi_poll",
+            prog: "tp_napi_poll",
+        }),
+        ..hook(
+            "napi_poll",
+            Group::Chain,
+            "NAPI work per poll and polls that used their whole budget",
+        )
+    },
+    HookDef {
+        tracepoint: Some(TracepointDef {
+            category: "skb",
+            name: "kfree_skb",
+            prog: "tp_kfree_skb",
+        }),
+        ..hook("drops", Group::Chain, "packet drops by device and reason")
     },
     HookDef {
         kprobe: kp(
@@ -399,6 +427,8 @@ pub struct Probes {
     pub hooks: Vec<HookStatus>,
     pub fields: Vec<ResolvedField>,
     pub coverage: Coverage,
+    /// `enum skb_drop_reason` names by value, from BTF.
+    pub drop_reasons: HashMap<u32, String>,
     /// Keeps `BPF_ENABLE_STATS` on for as long as we run; None when the kernel refused.
     _stats: Option<OwnedFd>,
 }
@@ -418,9 +448,15 @@ impl Probes {
             offsets.gve_block_rx = o.1;
             fields.extend(f);
         }
+        let drop_reasons: HashMap<u32, String> =
+            btf.enum_values("skb_drop_reason").into_iter().collect();
         let config = ProbeConfig {
             offsets,
             only_ifindex: opts.only_ifindex,
+            skb_consumed_reason: drop_reasons
+                .iter()
+                .find(|(_, name)| name.as_str() == "SKB_CONSUMED")
+                .map_or(u32::MAX, |(v, _)| *v),
         };
         let mut ebpf = EbpfLoader::new()
             .override_global("PPSCOPE_CONFIG", &config, true)
@@ -481,12 +517,15 @@ impl Probes {
             devmem_free: on("devmem_free"),
             gve_alloc: on("gve_alloc"),
             gve_poll: on("gve_rx_poll"),
+            napi: on("napi_poll"),
+            drops: on("drops"),
         };
         Ok(Self {
             ebpf,
             hooks,
             fields,
             coverage,
+            drop_reasons,
             _stats: stats,
         })
     }
@@ -543,11 +582,49 @@ impl Probes {
                 accumulate_site(slot, s);
             }
         }
+        let napi_counters: PerCpuHashMap<_, u64, NapiCounters> =
+            PerCpuHashMap::try_from(map("NAPI_COUNTERS")?)?;
+        let napi_ids: BpfHashMap<_, u64, DeviceIdentity> =
+            BpfHashMap::try_from(map("NAPI_IDENTITY")?)?;
+        let drops: PerCpuHashMap<_, DropKey, u64> = PerCpuHashMap::try_from(map("DROPS")?)?;
+        let drop_devices: BpfHashMap<_, u64, DeviceIdentity> =
+            BpfHashMap::try_from(map("DROP_DEVICES")?)?;
+        let mut napi = HashMap::new();
+        for item in napi_counters.iter() {
+            let Ok((key, per_cpu)) = item else { continue };
+            let slot: &mut NapiCounters = napi.entry(key).or_default();
+            for c in per_cpu.iter() {
+                slot.polls += c.polls;
+                slot.work += c.work;
+                slot.full_budget += c.full_budget;
+                slot.budget += c.budget;
+            }
+        }
+        let mut devices = HashMap::new();
+        let mut napi_devices = HashMap::new();
+        for item in napi_ids.iter() {
+            let Ok((key, id)) = item else { continue };
+            napi_devices.insert(key, id.netdev);
+            devices.insert(id.netdev, id);
+        }
+        for item in drop_devices.iter() {
+            let Ok((key, id)) = item else { continue };
+            devices.entry(key).or_insert(id);
+        }
+        let mut drop_counts = HashMap::new();
+        for item in drops.iter() {
+            let Ok((key, per_cpu)) = item else { continue };
+            *drop_counts.entry(key).or_insert(0u64) += per_cpu.iter().sum::<u64>();
+        }
         Ok(RawSample {
             at: Instant::now(),
             pools,
             sites,
             gve_poll: gve,
+            napi,
+            napi_devices,
+            devices,
+            drops: drop_counts,
             runtime: self.runtime(),
         })
     }
@@ -847,5 +924,5 @@ fn attach_tracepoint(ebpf: &mut Ebpf, def: &TracepointDef) -> Result<Vec<String>
         Ok(())
     };
     run().map_err(|e| format!("tracepoint {}: {e}", def.name))?;
-    Ok(vec![format!("tracepoint:page_pool:{}", def.name)])
+    Ok(vec![format!("tracepoint:{}:{}", def.category, def.name)])
 }

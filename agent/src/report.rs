@@ -237,6 +237,91 @@ pub fn text(s: &Snapshot) -> String {
         pool_text(p, &mut out);
         out.push('\n');
     }
+    if !s.devices.is_empty() {
+        out.push_str("devices (NAPI and drops)\n");
+        for d in &s.devices {
+            let name = d.ifname.clone().unwrap_or_else(|| "?".into());
+            let napi = match &d.napi {
+                Some(n) => format!(
+                    "{} polls, {} packets/poll, {} used the whole budget",
+                    count(Some(n.polls)),
+                    n.work_per_poll.map_or("?".into(), |w| format!("{w:.1}")),
+                    n.full_budget_share
+                        .map_or("?".into(), |r| format!("{:.1}%", r * 100.0))
+                ),
+                None => "NAPI not watched".into(),
+            };
+            let drops = match d.drops_total {
+                Some(0) => "no drops".to_string(),
+                Some(n) => {
+                    let top: Vec<String> = d
+                        .drops
+                        .iter()
+                        .take(3)
+                        .map(|x| {
+                            format!(
+                                "{} {}",
+                                x.reason_name.as_deref().unwrap_or("?"),
+                                count(Some(x.count))
+                            )
+                        })
+                        .collect();
+                    format!("{} drops ({})", count(Some(n)), top.join(", "))
+                }
+                None => "drops not watched".into(),
+            };
+            let _ = writeln!(out, "  {name:<12} {napi}; {drops}");
+        }
+        out.push('\n');
+    }
+    let busy: Vec<_> = s
+        .timeline
+        .iter()
+        .filter(|st| {
+            st.devices
+                .iter()
+                .any(|d| d.slow + d.ring_full + d.pages_in + d.pages_out + d.drops > 0)
+        })
+        .collect();
+    if !busy.is_empty() {
+        out.push_str("timeline (steps where pages came from or went back to the allocator, or packets dropped)\n");
+        let _ = writeln!(
+            out,
+            "  {:>7}  {:<12} {:>9} {:>7} {:>9} {:>9} {:>9} {:>8} {:>10} {:>7}",
+            "t",
+            "device",
+            "allocs",
+            "slow",
+            "ring_full",
+            "pages in",
+            "pages out",
+            "polls",
+            "full-budg",
+            "drops"
+        );
+        for st in busy.iter().take(30) {
+            for d in &st.devices {
+                let _ = writeln!(
+                    out,
+                    "  {:>6.1}s  {:<12} {:>9} {:>7} {:>9} {:>9} {:>9} {:>8} {:>10} {:>7}",
+                    st.t,
+                    d.ifname.as_deref().unwrap_or("?"),
+                    d.allocs,
+                    d.slow,
+                    d.ring_full,
+                    d.pages_in,
+                    d.pages_out,
+                    d.napi_polls,
+                    d.napi_full_budget,
+                    d.drops
+                );
+            }
+        }
+        if busy.len() > 30 {
+            let _ = writeln!(out, "  … {} more steps in --json", busy.len() - 30);
+        }
+        out.push('\n');
+    }
     if let Some(d) = &s.devmem {
         out.push_str("devmem TCP\n");
         site_text(
@@ -358,6 +443,8 @@ mod tests {
             gve: None,
             overhead: None,
             kernel_source: None,
+            devices: Vec::new(),
+            timeline: Vec::new(),
             backends: Default::default(),
         };
         let t = text(&s);

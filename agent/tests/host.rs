@@ -209,6 +209,27 @@ fn tracepoints_see_slow_path_pages_on_a_veth_xdp_pool() {
         pool["pool_size"], 256,
         "veth pools are VETH_RING_SIZE: {pool:#}"
     );
+    // Around the pool: the veth's NAPI polls, lined up per step with the pages it took.
+    let dev = report["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["ifname"] == lab.dev_rx.as_str())
+        .unwrap_or_else(|| panic!("no device {} in {report:#}", lab.dev_rx));
+    assert!(dev["napi"]["polls"].as_u64() > Some(0), "{dev:#}");
+    assert!(dev["drops_total"].is_u64(), "{dev:#}");
+    let steps_in: u64 = report["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["devices"].as_array().unwrap())
+        .filter(|d| d["ifname"] == lab.dev_rx.as_str())
+        .map(|d| d["pages_in"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        steps_in, allocated,
+        "the timeline's steps add up to the window"
+    );
     // Tracepoints alone cannot split allocations: unknown, never a made-up 0.
     assert!(pool["alloc"]["cache"].is_null(), "{pool:#}");
     assert!(pool["ring_hit_rate"].is_null(), "{pool:#}");
@@ -261,7 +282,18 @@ fn doctor_explains_this_kernel() {
             );
         }
         let text = String::from_utf8(run(PPSCOPE, &["doctor"]).stdout).unwrap();
-        assert!(text.contains("tracepoints   serve 2 hook(s)"), "{text}");
+        let on_tracepoints = hooks
+            .iter()
+            .filter(|h| h["backend"] == "tracepoint")
+            .count();
+        assert!(
+            on_tracepoints >= 4,
+            "page_pool hold/release, napi_poll, kfree_skb: {v:#}"
+        );
+        assert!(
+            text.contains(&format!("tracepoints   serve {on_tracepoints} hook(s)")),
+            "{text}"
+        );
         assert!(text.contains("fentry/fexit  unavailable: "), "{text}");
         assert!(text.contains("kprobes       unavailable: "), "{text}");
     }

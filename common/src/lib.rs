@@ -58,6 +58,10 @@ pub struct KernelOffsets {
     pub netdev_name: u32,
     /// `struct page` / `struct net_iov`: `pp` (the owning pool), for bulk frees without a pool arg.
     pub page_pp: u32,
+    /// `struct napi_struct`: `napi_id` (u32).
+    pub napi_id: u32,
+    /// `struct sk_buff`: `dev` (pointer).
+    pub skb_dev: u32,
     /// gve (module BTF): `struct gve_rx_ring`: `q_num`; `struct gve_notify_block`: `rx`.
     pub gve_rx_q_num: u32,
     pub gve_block_rx: u32,
@@ -83,6 +87,8 @@ impl KernelOffsets {
         netdev_ifindex: OFFSET_UNKNOWN,
         netdev_name: OFFSET_UNKNOWN,
         page_pp: OFFSET_UNKNOWN,
+        napi_id: OFFSET_UNKNOWN,
+        skb_dev: OFFSET_UNKNOWN,
         gve_rx_q_num: OFFSET_UNKNOWN,
         gve_block_rx: OFFSET_UNKNOWN,
     };
@@ -95,12 +101,15 @@ pub struct ProbeConfig {
     pub offsets: KernelOffsets,
     /// Only count pools whose netdev has this ifindex (0 = all pools).
     pub only_ifindex: u32,
+    /// `SKB_CONSUMED` in `enum skb_drop_reason` (a normal free, not a drop); u32::MAX unknown.
+    pub skb_consumed_reason: u32,
 }
 
 impl ProbeConfig {
     pub const DEFAULT: Self = Self {
         offsets: KernelOffsets::UNKNOWN,
         only_ifindex: 0,
+        skb_consumed_reason: u32::MAX,
     };
 }
 
@@ -154,6 +163,8 @@ pub struct PoolCounters {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PoolIdentity {
+    /// Kernel address of the pool's net_device (0: none found); joins NAPI and drop records.
+    pub netdev: u64,
     pub ifindex: u32,
     pub queue_idx: u32,
     pub pool_size: u32,
@@ -178,6 +189,7 @@ impl PoolIdentity {
     pub const KNOWN_IFNAME: u32 = 1 << 7;
 
     pub const EMPTY: Self = Self {
+        netdev: 0,
         ifindex: 0,
         queue_idx: 0,
         pool_size: 0,
@@ -188,6 +200,36 @@ impl PoolIdentity {
         known: 0,
         ifname: [0; 16],
     };
+}
+
+/// NAPI polls of one NAPI instance (`napi:napi_poll`), per CPU.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NapiCounters {
+    pub polls: u64,
+    pub work: u64,
+    /// Polls that used their whole budget (the softirq had more to do: a loop falling behind).
+    pub full_budget: u64,
+    pub budget: u64,
+}
+
+/// Identity of a net_device seen by the NAPI or drop hooks.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceIdentity {
+    pub ifindex: u32,
+    pub napi_id: u32,
+    pub netdev: u64,
+    pub ifname: [u8; 16],
+}
+
+/// A drop record key: device and `enum skb_drop_reason` value.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DropKey {
+    pub netdev: u64,
+    pub reason: u32,
+    pub _pad: u32,
 }
 
 /// Call sites whose entry and exit are paired through a per-CPU frame.
@@ -255,4 +297,7 @@ mod pod {
     unsafe impl aya::Pod for super::PoolCounters {}
     unsafe impl aya::Pod for super::PoolIdentity {}
     unsafe impl aya::Pod for super::SiteStats {}
+    unsafe impl aya::Pod for super::NapiCounters {}
+    unsafe impl aya::Pod for super::DeviceIdentity {}
+    unsafe impl aya::Pod for super::DropKey {}
 }

@@ -16,8 +16,8 @@ use aya_ebpf::{
     },
 };
 use ppscope_common::{
-    site, site_stat, Frame, PoolCounters, PoolIdentity, ProbeConfig, SiteStats, LATENCY_BUCKETS,
-    MAX_POOLS, OFFSET_UNKNOWN,
+    site, site_stat, DeviceIdentity, DropKey, Frame, NapiCounters, PoolCounters, PoolIdentity,
+    ProbeConfig, SiteStats, LATENCY_BUCKETS, MAX_POOLS, OFFSET_UNKNOWN,
 };
 
 /// Written by the agent before load (`EbpfLoader::override_global`).
@@ -48,6 +48,22 @@ static GVE_POOL_QUEUE: LruHashMap<u64, u32> = LruHashMap::with_max_entries(MAX_P
 
 #[map]
 static ZERO_SITE: PerCpuArray<SiteStats> = PerCpuArray::with_max_entries(1, 0);
+
+/// NAPI polls per NAPI instance (key: `struct napi_struct *`).
+#[map]
+static NAPI_COUNTERS: LruPerCpuHashMap<u64, NapiCounters> =
+    LruPerCpuHashMap::with_max_entries(MAX_POOLS, 0);
+
+/// Device behind each NAPI instance (key: napi pointer) and each dropping device (key: netdev).
+#[map]
+static NAPI_IDENTITY: LruHashMap<u64, DeviceIdentity> = LruHashMap::with_max_entries(MAX_POOLS, 0);
+
+#[map]
+static DROP_DEVICES: LruHashMap<u64, DeviceIdentity> = LruHashMap::with_max_entries(MAX_POOLS, 0);
+
+/// skb drops per device and reason (normal frees, SKB_CONSUMED, are not counted).
+#[map]
+static DROPS: LruPerCpuHashMap<DropKey, u64> = LruPerCpuHashMap::with_max_entries(MAX_POOLS, 0);
 
 /// A zeroed counter set to insert on first sight; a map value is too big for the BPF stack.
 #[map]
@@ -130,6 +146,7 @@ fn record_identity(pool: u64, cfg: &ProbeConfig) {
         id.known |= PoolIdentity::KNOWN_MEMORY_PROVIDER;
     }
     if let Some(netdev) = pool_netdev(pool, o) {
+        id.netdev = netdev;
         if let Some(v) = read_field::<u32>(netdev, o.netdev_ifindex) {
             id.ifindex = v;
             id.known |= PoolIdentity::KNOWN_IFINDEX;
@@ -768,6 +785,78 @@ pub fn tp_state_hold(ctx: RawTracePointContext) -> i32 {
 #[raw_tracepoint(tracepoint = "page_pool_state_release")]
 pub fn tp_state_release(ctx: RawTracePointContext) -> i32 {
     on_release(ctx.arg::<u64>(0));
+    0
+}
+
+// ---- around the pool: NAPI work and drops ----------------------------------------------
+
+#[inline(always)]
+fn device_identity(netdev: u64, napi: u64) -> DeviceIdentity {
+    let o = config().offsets;
+    DeviceIdentity {
+        ifindex: read_field::<u32>(netdev, o.netdev_ifindex).unwrap_or(0),
+        napi_id: read_field::<u32>(napi, o.napi_id).unwrap_or(0),
+        netdev,
+        ifname: read_field::<[u8; 16]>(netdev, o.netdev_name).unwrap_or([0; 16]),
+    }
+}
+
+/// `napi:napi_poll(napi, work, budget)`: how much of its budget each poll used.
+#[raw_tracepoint(tracepoint = "napi_poll")]
+pub fn tp_napi_poll(ctx: RawTracePointContext) -> i32 {
+    let napi = ctx.arg::<u64>(0);
+    let work = ctx.arg::<u64>(1) as i32;
+    let budget = ctx.arg::<u64>(2) as i32;
+    if napi == 0 {
+        return 0;
+    }
+    if NAPI_COUNTERS.get_ptr_mut(napi).is_none() {
+        // SAFETY: read-only lookup of an identity record.
+        if unsafe { NAPI_IDENTITY.get(napi) }.is_none() {
+            let netdev = read_field::<u64>(napi, config().offsets.napi_dev).unwrap_or(0);
+            let _ = NAPI_IDENTITY.insert(napi, device_identity(netdev, napi), 0);
+        }
+        let _ = NAPI_COUNTERS.insert(napi, NapiCounters::default(), 0);
+    }
+    if let Some(c) = NAPI_COUNTERS.get_ptr_mut(napi) {
+        // SAFETY: per-CPU value of this CPU.
+        let c = unsafe { &mut *c };
+        c.polls += 1;
+        c.work += work.max(0) as u64;
+        c.budget += budget.max(0) as u64;
+        if work >= budget && budget > 0 {
+            c.full_budget += 1;
+        }
+    }
+    0
+}
+
+/// `skb:kfree_skb(skb, location, reason, ...)`: a packet dropped, and why.
+#[raw_tracepoint(tracepoint = "kfree_skb")]
+pub fn tp_kfree_skb(ctx: RawTracePointContext) -> i32 {
+    let cfg = config();
+    let reason = ctx.arg::<u64>(2) as u32;
+    if reason == cfg.skb_consumed_reason {
+        return 0;
+    }
+    let netdev = read_field::<u64>(ctx.arg::<u64>(0), cfg.offsets.skb_dev).unwrap_or(0);
+    let key = DropKey {
+        netdev,
+        reason,
+        _pad: 0,
+    };
+    if let Some(n) = DROPS.get_ptr_mut(key) {
+        // SAFETY: per-CPU value of this CPU.
+        unsafe { *n += 1 };
+        return 0;
+    }
+    if netdev != 0 {
+        // SAFETY: read-only lookup of an identity record.
+        if unsafe { DROP_DEVICES.get(netdev) }.is_none() {
+            let _ = DROP_DEVICES.insert(netdev, device_identity(netdev, 0), 0);
+        }
+    }
+    let _ = DROPS.insert(key, 1u64, 0);
     0
 }
 

@@ -211,8 +211,7 @@ fn vm_sid_fentry_and_kprobe_match_each_other_and_the_kernel() {
             "devmem_dontneed",
         ] {
             assert_eq!(
-                diag["backends"][hook]["backend"],
-                backend,
+                diag["backends"][hook]["backend"], backend,
                 "{hook} under --backend {backend}: {:#}",
                 diag["backends"][hook]
             );

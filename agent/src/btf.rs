@@ -216,6 +216,15 @@ impl KernelBtf {
             netdev_ifindex: get("ifindex", "net_device", &[&["ifindex"]]),
             netdev_name: get("ifname", "net_device", &[&["name"]]),
             page_pp: get("page_pp", "page", &[&["pp"]]),
+            pool_ring_producer: get("ring_producer", "page_pool", &[&["ring", "producer"]]),
+            pool_ring_consumer_head: get(
+                "ring_consumer_head",
+                "page_pool",
+                &[&["ring", "consumer_head"]],
+            ),
+            pool_ring_queue: get("ring_queue", "page_pool", &[&["ring", "queue"]]),
+            pool_hold_cnt: get("hold_cnt", "page_pool", &[&["pages_state_hold_cnt"]]),
+            pool_release_cnt: get("release_cnt", "page_pool", &[&["pages_state_release_cnt"]]),
             napi_id: get("napi_id", "napi_struct", &[&["napi_id"]]),
             skb_dev: get("skb_dev", "sk_buff", &[&["dev"]]),
             // From the gve module's BTF: see `gve_offsets`.

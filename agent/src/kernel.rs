@@ -65,6 +65,17 @@ pub fn ifname_of(ifindex: u32) -> Option<String> {
     Some(String::from_utf8_lossy(&buf[..end]).into_owned())
 }
 
+/// The base page size in bytes.
+pub fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 {
+        n as u64
+    } else {
+        4096
+    }
+}
+
 /// `uname -r`.
 pub fn release() -> String {
     fs::read_to_string("/proc/sys/kernel/osrelease")

@@ -240,6 +240,7 @@ mod tests {
             pools: vec![pool],
             devmem: None,
             gve: None,
+            page_return: None,
             overhead: None,
             kernel_source: None,
             devices: Vec::new(),

@@ -10,8 +10,8 @@
 use std::{collections::HashMap, time::Instant};
 
 use ppscope_common::{
-    site_stat, DeviceIdentity, DropKey, NapiCounters, PoolCounters, PoolIdentity, SiteStats,
-    LATENCY_BUCKETS,
+    site_stat, DeviceIdentity, DropKey, NapiCounters, PoolCounters, PoolIdentity, PoolState,
+    SiteStats, LATENCY_BUCKETS,
 };
 use serde::Serialize;
 
@@ -36,6 +36,7 @@ pub struct Coverage {
     pub gve_poll: bool,
     pub napi: bool,
     pub drops: bool,
+    pub page_return: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -44,6 +45,8 @@ pub struct RawPool {
     pub identity: Option<PoolIdentity>,
     /// The gve rx queue this pool serves, when gve's pool creation was seen.
     pub gve_queue: Option<u32>,
+    /// Ring fill and inflight pages as of the pool's last rare event.
+    pub state: Option<PoolState>,
 }
 
 /// Cumulative run time and run count of ppscope's own programs.
@@ -353,6 +356,18 @@ pub fn timeline_step(
     TimelineStep { t, devices }
 }
 
+/// Ring fill and inflight pages (with the memory they pin) from a pool's last state read.
+pub fn apply_state(view: &mut PoolView, st: &PoolState) {
+    if st.known & 1 != 0 {
+        view.ring_fill = Some(st.ring_fill);
+    }
+    if st.known & 2 != 0 {
+        view.inflight_pages = Some(st.inflight);
+        let page = crate::kernel::page_size() << view.order.unwrap_or(0);
+        view.inflight_bytes = Some(st.inflight as u64 * page);
+    }
+}
+
 /// The net_devices of every pool in a sample (for timeline steps).
 pub fn pool_netdevs(sample: &RawSample) -> Vec<u64> {
     let mut v: Vec<u64> = sample
@@ -570,6 +585,12 @@ pub struct PoolView {
     pub memory_provider: Option<bool>,
     /// The gve rx queue this pool serves (seen at pool creation).
     pub gve_queue: Option<u32>,
+    /// Entries in the ptr_ring at the pool's last refill, slow path or page release.
+    pub ring_fill: Option<u32>,
+    /// Pages out of the pool (in use by the driver, the stack or sockets), read from the
+    /// pool's hold/release counters at that same moment, and the memory they pin.
+    pub inflight_pages: Option<u32>,
+    pub inflight_bytes: Option<u64>,
     /// Memory-provider allocations of this pool and their mean time.
     pub provider_allocs: Option<u64>,
     pub provider_alloc_mean_ns: Option<f64>,
@@ -603,6 +624,9 @@ impl PoolView {
             order: None,
             memory_provider: None,
             gve_queue: None,
+            ring_fill: None,
+            inflight_pages: None,
+            inflight_bytes: None,
             provider_allocs: None,
             provider_alloc_mean_ns: None,
             alloc: AllocSplit::default(),
@@ -709,6 +733,9 @@ pub fn pool_view(
         memory_provider: known(PoolIdentity::KNOWN_MEMORY_PROVIDER)
             .map(|i| i.has_memory_provider != 0),
         gve_queue: None,
+        ring_fill: None,
+        inflight_pages: None,
+        inflight_bytes: None,
         provider_allocs: cov.provider_alloc.then_some(c.mp_alloc_calls),
         provider_alloc_mean_ns: if cov.provider_alloc && c.mp_alloc_calls > 0 {
             Some(c.mp_ns_sum as f64 / c.mp_alloc_calls as f64)
@@ -750,6 +777,8 @@ pub struct Snapshot {
     pub devmem: Option<DevmemView>,
     /// None when the gve module is not loaded (or none of its hooks attached).
     pub gve: Option<GveView>,
+    /// Pages leaving their pools (all pools): how long the return takes.
+    pub page_return: Option<SiteView>,
     /// ppscope's own programs: None when BPF run-time stats are unavailable.
     pub overhead: Option<OverheadView>,
     /// What the kernel's netlink page-pool interface gave (None: not asked).
@@ -781,12 +810,23 @@ pub fn snapshot(
                 let id = now.identity.as_ref().or(before.identity.as_ref());
                 let mut view = pool_view(*addr, &d, id, cov);
                 view.gve_queue = now.gve_queue.or(before.gve_queue);
+                if let Some(st) = now.state {
+                    apply_state(&mut view, &st);
+                }
                 view
             })
         })
         .collect();
     pools.sort_by(|a, b| b.activity().cmp(&a.activity()).then(a.pool.cmp(&b.pool)));
     let netdevs: Vec<u64> = unique_netdevs(&pools);
+    let mut devices = device_views(earlier, later, &netdevs, cov);
+    for d in devices.iter_mut().filter(|d| d.ifname.is_none()) {
+        // No NAPI or drop record named it: its pools know the name.
+        d.ifname = pools
+            .iter()
+            .find(|p| p.netdev == d.netdev)
+            .and_then(|p| p.ifname.clone());
+    }
 
     let site = |i: u32, on: bool, has_value: bool| {
         on.then(|| {
@@ -842,9 +882,10 @@ pub fn snapshot(
         pools,
         devmem,
         gve,
+        page_return: site(site_stat::PAGE_RETURN, cov.page_return, false),
         overhead,
         kernel_source: None,
-        devices: device_views(earlier, later, &netdevs, cov),
+        devices,
         timeline: Vec::new(),
         backends: hooks.iter().map(|h| (h.hook, h.clone())).collect(),
     }
@@ -870,6 +911,7 @@ mod tests {
         gve_poll: true,
         napi: true,
         drops: true,
+        page_return: true,
     };
 
     fn counters() -> PoolCounters {

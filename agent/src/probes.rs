@@ -13,8 +13,8 @@ use aya::{
     Btf, Ebpf, EbpfLoader,
 };
 use ppscope_common::{
-    site_stat, DeviceIdentity, DropKey, NapiCounters, PoolCounters, PoolIdentity, ProbeConfig,
-    SiteStats,
+    site_stat, DeviceIdentity, DropKey, NapiCounters, PoolCounters, PoolIdentity, PoolState,
+    ProbeConfig, SiteStats,
 };
 use serde::Serialize;
 
@@ -315,6 +315,19 @@ const HOOKS: &[HookDef] = &[
     },
     HookDef {
         kprobe: kp(
+            &["page_pool_return_netmem", "page_pool_return_page"],
+            "pp_return_entry",
+            Some("pp_return_exit"),
+        ),
+        fentry: fe(Some("fe_return_entry"), Some("fx_return_exit")),
+        ..hook(
+            "page_return",
+            Group::PagePool,
+            "how long a page takes to leave its pool (unmap and free, or back to a provider)",
+        )
+    },
+    HookDef {
+        kprobe: kp(
             &["sock_devmem_dontneed", "sock_devmem_dontneed_autorelease"],
             "dm_dontneed_entry",
             Some("dm_dontneed_exit"),
@@ -518,6 +531,7 @@ impl Probes {
             gve_alloc: on("gve_alloc"),
             gve_poll: on("gve_rx_poll"),
             napi: on("napi_poll"),
+            page_return: on("page_return"),
             drops: on("drops"),
         };
         Ok(Self {
@@ -564,6 +578,13 @@ impl Probes {
             let Ok((pool, queue)) = item else { continue };
             if let Some(entry) = pools.get_mut(&pool) {
                 entry.gve_queue = Some(queue);
+            }
+        }
+        let states: BpfHashMap<_, u64, PoolState> = BpfHashMap::try_from(map("POOL_STATE")?)?;
+        for item in states.iter() {
+            let Ok((pool, st)) = item else { continue };
+            if let Some(entry) = pools.get_mut(&pool) {
+                entry.state = Some(st);
             }
         }
         let mut sites = [SiteStats::default(); site_stat::COUNT as usize];

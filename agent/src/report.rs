@@ -126,6 +126,24 @@ fn pool_text(p: &PoolView, out: &mut String) {
         count(p.pages.allocated),
         count(p.pages.released)
     );
+    if p.ring_fill.is_some() || p.inflight_pages.is_some() {
+        let mut facts = Vec::new();
+        if let (Some(fill), Some(size)) = (p.ring_fill, p.ring_size) {
+            facts.push(format!("ring {fill}/{size} full"));
+        }
+        if let (Some(n), Some(b)) = (p.inflight_pages, p.inflight_bytes) {
+            facts.push(format!(
+                "{} pages inflight ({})",
+                count(Some(n as u64)),
+                bytes_text(b)
+            ));
+        }
+        let _ = writeln!(
+            out,
+            "  state        {} (at its last refill, slow path or release)",
+            facts.join(", ")
+        );
+    }
     if let Some(k) = &p.kernel {
         let mut facts = Vec::new();
         if let (Some(pages), Some(bytes)) = (k.inflight_pages, k.inflight_bytes) {
@@ -322,6 +340,10 @@ pub fn text(s: &Snapshot) -> String {
         }
         out.push('\n');
     }
+    if let Some(r) = &s.page_return {
+        site_text(&mut out, "pages leaving pools", Some(r), None);
+        out.push('\n');
+    }
     if let Some(d) = &s.devmem {
         out.push_str("devmem TCP\n");
         site_text(
@@ -441,6 +463,7 @@ mod tests {
             pools: vec![pool_view(0x10, &c, None, &cov)],
             devmem: None,
             gve: None,
+            page_return: None,
             overhead: None,
             kernel_source: None,
             devices: Vec::new(),

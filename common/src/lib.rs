@@ -58,6 +58,13 @@ pub struct KernelOffsets {
     pub netdev_name: u32,
     /// `struct page` / `struct net_iov`: `pp` (the owning pool), for bulk frees without a pool arg.
     pub page_pp: u32,
+    /// `struct page_pool`: `ring.producer`, `ring.consumer_head` (int), `ring.queue` (void **).
+    pub pool_ring_producer: u32,
+    pub pool_ring_consumer_head: u32,
+    pub pool_ring_queue: u32,
+    /// `struct page_pool`: `pages_state_hold_cnt` (u32), `pages_state_release_cnt` (atomic_t).
+    pub pool_hold_cnt: u32,
+    pub pool_release_cnt: u32,
     /// `struct napi_struct`: `napi_id` (u32).
     pub napi_id: u32,
     /// `struct sk_buff`: `dev` (pointer).
@@ -87,6 +94,11 @@ impl KernelOffsets {
         netdev_ifindex: OFFSET_UNKNOWN,
         netdev_name: OFFSET_UNKNOWN,
         page_pp: OFFSET_UNKNOWN,
+        pool_ring_producer: OFFSET_UNKNOWN,
+        pool_ring_consumer_head: OFFSET_UNKNOWN,
+        pool_ring_queue: OFFSET_UNKNOWN,
+        pool_hold_cnt: OFFSET_UNKNOWN,
+        pool_release_cnt: OFFSET_UNKNOWN,
         napi_id: OFFSET_UNKNOWN,
         skb_dev: OFFSET_UNKNOWN,
         gve_rx_q_num: OFFSET_UNKNOWN,
@@ -202,6 +214,21 @@ impl PoolIdentity {
     };
 }
 
+/// A pool's ring fill and inflight pages, read from kernel memory at its last refill, slow
+/// path or page release (rare events: they are what make the state change that matters).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolState {
+    pub stamp_ns: u64,
+    /// Entries in the ptr_ring.
+    pub ring_fill: u32,
+    /// Pages held by the pool or its users: hold − release.
+    pub inflight: u32,
+    /// Bit 0: ring_fill read; bit 1: inflight read.
+    pub known: u32,
+    pub _pad: u32,
+}
+
 /// NAPI polls of one NAPI instance (`napi:napi_poll`), per CPU.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -244,7 +271,8 @@ pub mod site {
     pub const GVE_ALLOC: u32 = 7;
     pub const GVE_POLL: u32 = 8;
     pub const GVE_CREATE: u32 = 9;
-    pub const COUNT: u32 = 10;
+    pub const PAGE_RETURN: u32 = 10;
+    pub const COUNT: u32 = 11;
 }
 
 /// Sites measured as a whole (not per pool) in `SITE_STATS`, indexed by these numbers.
@@ -253,11 +281,14 @@ pub mod site_stat {
     pub const PROVIDER_ALLOC: u32 = 0;
     /// `sock_devmem_dontneed`: ns; value = frags freed (its return value).
     pub const DONTNEED: u32 = 1;
+    /// A page leaving its pool (`page_pool_return_netmem`): unmap and free, or hand back to
+    /// the memory provider.
+    pub const PAGE_RETURN: u32 = 4;
     /// `net_devmem_free_dmabuf`: ns (the gen_pool walk of the seed case).
     pub const DEVMEM_FREE: u32 = 2;
     /// `gve_alloc_buffer`: ns.
     pub const GVE_ALLOC: u32 = 3;
-    pub const COUNT: u32 = 4;
+    pub const COUNT: u32 = 5;
 }
 
 /// Calls, time and a second value (frags, work) of one site, with log2 histograms of both.
@@ -298,6 +329,7 @@ mod pod {
     unsafe impl aya::Pod for super::PoolIdentity {}
     unsafe impl aya::Pod for super::SiteStats {}
     unsafe impl aya::Pod for super::NapiCounters {}
+    unsafe impl aya::Pod for super::PoolState {}
     unsafe impl aya::Pod for super::DeviceIdentity {}
     unsafe impl aya::Pod for super::DropKey {}
 }

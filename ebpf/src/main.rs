@@ -17,7 +17,7 @@ use aya_ebpf::{
 };
 use ppscope_common::{
     site, site_stat, DeviceIdentity, DropKey, Frame, NapiCounters, PoolCounters, PoolIdentity,
-    ProbeConfig, SiteStats, LATENCY_BUCKETS, MAX_POOLS, OFFSET_UNKNOWN,
+    PoolState, ProbeConfig, SiteStats, LATENCY_BUCKETS, MAX_POOLS, OFFSET_UNKNOWN,
 };
 
 /// Written by the agent before load (`EbpfLoader::override_global`).
@@ -48,6 +48,10 @@ static GVE_POOL_QUEUE: LruHashMap<u64, u32> = LruHashMap::with_max_entries(MAX_P
 
 #[map]
 static ZERO_SITE: PerCpuArray<SiteStats> = PerCpuArray::with_max_entries(1, 0);
+
+/// Ring fill and inflight pages per pool, as of the pool's last rare event.
+#[map]
+static POOL_STATE: LruHashMap<u64, PoolState> = LruHashMap::with_max_entries(MAX_POOLS, 0);
 
 /// NAPI polls per NAPI instance (key: `struct napi_struct *`).
 #[map]
@@ -252,6 +256,48 @@ fn now_ns() -> u64 {
     unsafe { bpf_ktime_get_ns() }
 }
 
+/// Reads the pool's ring fill and inflight pages (rare events only: refill, slow path,
+/// release).
+#[inline(always)]
+fn record_state(pool: u64) {
+    let o = config().offsets;
+    let mut st = PoolState {
+        stamp_ns: now_ns(),
+        ..Default::default()
+    };
+    let size = read_field::<i32>(pool, o.pool_ring_size).unwrap_or(0);
+    if let (Some(prod), Some(cons)) = (
+        read_field::<i32>(pool, o.pool_ring_producer),
+        read_field::<i32>(pool, o.pool_ring_consumer_head),
+    ) {
+        if size > 0 && (0..size).contains(&prod) && (0..size).contains(&cons) {
+            let mut fill = prod - cons;
+            if fill < 0 {
+                fill += size;
+            }
+            // producer == consumer_head is empty or full: a full ring's next slot is taken.
+            if fill == 0 {
+                let queue = read_field::<u64>(pool, o.pool_ring_queue).unwrap_or(0);
+                if read_field::<u64>(queue, 0).is_some()
+                    && read_field::<u64>(queue + prod as u64 * 8, 0).unwrap_or(0) != 0
+                {
+                    fill = size;
+                }
+            }
+            st.ring_fill = fill as u32;
+            st.known |= 1;
+        }
+    }
+    if let (Some(hold), Some(release)) = (
+        read_field::<u32>(pool, o.pool_hold_cnt),
+        read_field::<u32>(pool, o.pool_release_cnt),
+    ) {
+        st.inflight = hold.wrapping_sub(release);
+        st.known |= 2;
+    }
+    let _ = POOL_STATE.insert(pool, st, 0);
+}
+
 #[inline(always)]
 fn on_alloc(pool: u64) {
     if let Some(c) = counters(pool) {
@@ -269,6 +315,7 @@ fn on_alloc_frag(pool: u64) {
 #[inline(always)]
 fn on_refill_exit(pool: u64, got: u64) {
     let cfg = config();
+    record_state(pool);
     if let Some(c) = counters(pool) {
         c.refill_calls += 1;
         if got == 0 {
@@ -287,6 +334,7 @@ fn on_slow_exit() {
         return;
     };
     let elapsed = now_ns().saturating_sub(f.start_ns);
+    record_state(f.pool);
     if let Some(c) = counters(f.pool) {
         c.slow_calls += 1;
         c.slow_ns_sum += elapsed;
@@ -401,6 +449,7 @@ fn on_release(pool: u64) {
     if let Some(c) = counters(pool) {
         c.release_pages += 1;
     }
+    record_state(pool);
     // Tell an open recycle frame of this task that its page left the pool.
     let me = bpf_get_current_pid_tgid();
     for s in [site::PUT, site::BULK] {
@@ -560,6 +609,18 @@ pub fn pp_hold(ctx: ProbeContext) -> u32 {
 #[kprobe]
 pub fn pp_release(ctx: ProbeContext) -> u32 {
     on_release(arg(&ctx, 0));
+    0
+}
+
+#[kprobe]
+pub fn pp_return_entry(_ctx: ProbeContext) -> u32 {
+    open_frame(site::PAGE_RETURN, 0, 0, true);
+    0
+}
+
+#[kretprobe]
+pub fn pp_return_exit(_ctx: RetProbeContext) -> u32 {
+    on_site_exit(site::PAGE_RETURN, site_stat::PAGE_RETURN, None);
     0
 }
 
@@ -743,6 +804,18 @@ pub fn fe_hold(ctx: FEntryContext) -> u32 {
 #[fentry]
 pub fn fe_release(ctx: FEntryContext) -> u32 {
     on_release(ctx.arg::<u64>(0));
+    0
+}
+
+#[fentry]
+pub fn fe_return_entry(_ctx: FEntryContext) -> u32 {
+    open_frame(site::PAGE_RETURN, 0, 0, true);
+    0
+}
+
+#[fexit]
+pub fn fx_return_exit(_ctx: FExitContext) -> u32 {
+    on_site_exit(site::PAGE_RETURN, site_stat::PAGE_RETURN, None);
     0
 }
 

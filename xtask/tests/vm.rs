@@ -239,6 +239,34 @@ fn vm_sid_fentry_and_kprobe_match_each_other_and_the_kernel() {
         "veth1",
     );
 
+    // State read from kernel memory at rare events: the ring cannot hold more than its size,
+    // and the receiving NIC has pages out (posted to the device or in the stack).
+    let fe = &diags["fentry"];
+    for p in pools_named(fe, "vnet1") {
+        assert!(p["ring_fill"].as_u64() <= p["ring_size"].as_u64(), "{p:#}");
+        assert!(p["inflight_pages"].as_u64() > Some(0), "{p:#}");
+    }
+    let released: u64 = fe["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["pages"]["released"].as_u64().unwrap_or(0))
+        .sum();
+    let returns = fe["page_return"]["calls"].as_u64().unwrap();
+    assert!(
+        returns >= released,
+        "page_return {returns} < pages released {released}"
+    );
+    // Forced backends leave the tracepoint-only hooks out; auto (tracepoint run) has them.
+    let tp_dev = diags["tracepoint"]["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["ifname"] == "vnet1")
+        .cloned()
+        .expect("vnet1 device under tracepoints");
+    assert!(tp_dev["napi"]["polls"].as_u64() > Some(0), "{tp_dev:#}");
+
     // Netlink: the pool ids ppscope read from kernel memory are the ids page-pool-get
     // lists; veth registers its pools with no netdev, so netlink does not list them.
     for p in pools_named(&diags["fentry"], "vnet1") {

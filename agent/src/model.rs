@@ -777,7 +777,8 @@ pub struct Snapshot {
     pub devmem: Option<DevmemView>,
     /// None when the gve module is not loaded (or none of its hooks attached).
     pub gve: Option<GveView>,
-    /// Pages leaving their pools (all pools): how long the return takes.
+    /// Pages leaving their pools (all pools): how long the return takes. A sample, not a
+    /// count: a return interrupted on its CPU by another one is not timed.
     pub page_return: Option<SiteView>,
     /// ppscope's own programs: None when BPF run-time stats are unavailable.
     pub overhead: Option<OverheadView>,

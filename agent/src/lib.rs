@@ -9,4 +9,5 @@ pub mod lab;
 pub mod model;
 pub mod netlink;
 pub mod probes;
+pub mod record;
 pub mod report;

@@ -1,5 +1,6 @@
 use std::{
     io::{self, Write},
+    path::PathBuf,
     process::ExitCode,
     thread,
     time::Duration,
@@ -11,8 +12,10 @@ use ppscope::{
     btf, kernel,
     kernel_view::{self, KernelSample},
     lab, model,
+    model::RawSample,
+    probes,
     probes::{Backend, BackendChoice, ProbeOptions, Probes},
-    report,
+    record, report,
 };
 
 #[derive(Parser)]
@@ -76,6 +79,24 @@ struct DiagnoseArgs {
     /// Only pools of this interface.
     #[arg(long)]
     dev: Option<String>,
+    /// Read a recording (`ppscope record`) instead of the live kernel.
+    #[arg(long, value_name = "FILE")]
+    replay: Option<PathBuf>,
+    #[command(flatten)]
+    probe: ProbeArgs,
+}
+
+#[derive(clap::Args)]
+struct RecordArgs {
+    /// The recording to write.
+    #[arg(long, short)]
+    output: PathBuf,
+    /// How long to record (Ctrl-C stops early; what was written stays readable).
+    #[arg(long, short, default_value = "10s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Time between samples: the grain a replay or simulation can see.
+    #[arg(long, default_value = "10ms", value_parser = parse_duration)]
+    interval: Duration,
     #[command(flatten)]
     probe: ProbeArgs,
 }
@@ -84,6 +105,8 @@ struct DiagnoseArgs {
 enum Command {
     /// Watch every page_pool for a while and report what it did.
     Diagnose(DiagnoseArgs),
+    /// Record what the page_pools do to a file, for diagnose --replay (and simulate).
+    Record(RecordArgs),
     /// Check what ppscope can measure on this kernel, and why not where it cannot.
     Doctor {
         #[arg(long)]
@@ -139,61 +162,176 @@ impl Drop for Interrupt {
     }
 }
 
-fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
-    let probes = opts.probe.start()?;
-    let attached = probes.hooks.iter().filter(|h| h.attached()).count();
-    eprintln!(
-        "ppscope: watching page_pools for {} ({attached}/{} hooks attached)",
-        humantime::format_duration(opts.duration),
-        probes.hooks.len()
-    );
-    let interrupt = Interrupt::new()?;
-    let first = probes.sample()?;
-    let kernel_first = KernelSample::read();
-    // Step through the window so the report can line the chain up in time.
-    let mut steps = Vec::new();
-    let mut prev = first.clone();
-    loop {
-        let left = opts
-            .duration
-            .saturating_sub(prev.at.duration_since(first.at));
-        let interrupted = left.is_zero() || interrupt.wait(left.min(opts.interval));
-        let cur = probes.sample()?;
+/// Samples taken through a window, one per step, folded into timeline steps as they come.
+struct Window {
+    first: RawSample,
+    last: RawSample,
+    steps: Vec<model::TimelineStep>,
+}
+
+impl Window {
+    fn new(first: RawSample) -> Self {
+        Self {
+            last: first.clone(),
+            first,
+            steps: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, cur: RawSample) {
         let netdevs = model::pool_netdevs(&cur);
-        steps.push(model::timeline_step(
-            cur.at.duration_since(first.at).as_secs_f64(),
-            &prev,
+        self.steps.push(model::timeline_step(
+            cur.at.duration_since(self.first.at).as_secs_f64(),
+            &self.last,
             &cur,
             &netdevs,
         ));
-        prev = cur;
-        if interrupted || prev.at.duration_since(first.at) >= opts.duration {
-            break;
-        }
+        self.last = cur;
     }
-    let kernel_last = KernelSample::read();
+
+    fn elapsed(&self) -> Duration {
+        self.last.at.duration_since(self.first.at)
+    }
+}
+
+/// What the source was and could measure, whichever source it was.
+struct SourceInfo<'a> {
+    kernel: String,
+    coverage: &'a model::Coverage,
+    hooks: &'a [probes::HookStatus],
+    drop_reasons: &'a std::collections::HashMap<u32, String>,
+}
+
+fn window_snapshot(
+    info: &SourceInfo,
+    w: Window,
+    kernel_samples: Option<(KernelSample, KernelSample)>,
+    dev: Option<&str>,
+) -> model::Snapshot {
     let mut snap = model::snapshot(
-        kernel::release(),
-        &first,
-        &prev,
-        &probes.coverage,
-        &probes.hooks,
+        info.kernel.clone(),
+        &w.first,
+        &w.last,
+        info.coverage,
+        info.hooks,
     );
-    kernel_view::merge(&mut snap, &kernel_first, &kernel_last);
-    model::name_drop_reasons(&mut snap, &probes.drop_reasons);
-    snap.timeline = model::keep_steps_of(steps, &snap.devices);
-    if let Some(dev) = &opts.dev {
-        snap.pools
-            .retain(|p| p.ifname.as_deref() == Some(dev.as_str()));
-        snap.devices
-            .retain(|d| d.ifname.as_deref() == Some(dev.as_str()));
+    if let Some((a, b)) = kernel_samples {
+        kernel_view::merge(&mut snap, &a, &b);
     }
+    model::name_drop_reasons(&mut snap, info.drop_reasons);
+    snap.timeline = model::keep_steps_of(w.steps, &snap.devices);
+    if let Some(dev) = dev {
+        snap.pools.retain(|p| p.ifname.as_deref() == Some(dev));
+        snap.devices.retain(|d| d.ifname.as_deref() == Some(dev));
+    }
+    snap
+}
+
+fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
+    let snap = match &opts.replay {
+        Some(path) => {
+            let rec = record::Recording::read(path)?;
+            let samples = rec.samples();
+            let mut w = Window::new(samples[0].clone());
+            // Steps of --interval through the recorded samples, and the last one always.
+            for (i, s) in samples.iter().enumerate().skip(1) {
+                let due = s.at.duration_since(w.last.at) >= opts.interval;
+                if due || i == samples.len() - 1 {
+                    w.push(s.clone());
+                }
+            }
+            let info = SourceInfo {
+                kernel: rec.header.kernel.clone(),
+                coverage: &rec.header.coverage,
+                hooks: &rec.header.hooks,
+                drop_reasons: &rec.header.drop_reasons,
+            };
+            window_snapshot(&info, w, None, opts.dev.as_deref())
+        }
+        None => {
+            let probes = opts.probe.start()?;
+            let attached = probes.hooks.iter().filter(|h| h.attached()).count();
+            eprintln!(
+                "ppscope: watching page_pools for {} ({attached}/{} hooks attached)",
+                humantime::format_duration(opts.duration),
+                probes.hooks.len()
+            );
+            let interrupt = Interrupt::new()?;
+            let mut w = Window::new(probes.sample()?);
+            let kernel_first = KernelSample::read();
+            // Step through the window so the report can line the chain up in time.
+            loop {
+                let left = opts.duration.saturating_sub(w.elapsed());
+                let interrupted = left.is_zero() || interrupt.wait(left.min(opts.interval));
+                w.push(probes.sample()?);
+                if interrupted || w.elapsed() >= opts.duration {
+                    break;
+                }
+            }
+            let kernel_last = KernelSample::read();
+            let info = SourceInfo {
+                kernel: kernel::release(),
+                coverage: &probes.coverage,
+                hooks: &probes.hooks,
+                drop_reasons: &probes.drop_reasons,
+            };
+            window_snapshot(
+                &info,
+                w,
+                Some((kernel_first, kernel_last)),
+                opts.dev.as_deref(),
+            )
+        }
+    };
     let out = if opts.json {
         serde_json::to_string_pretty(&report::json(&snap))? + "\n"
     } else {
         report::text(&snap)
     };
     print_out(&out)
+}
+
+fn record_cmd(opts: &RecordArgs) -> Result<()> {
+    let probes = opts.probe.start()?;
+    let header = record::Header {
+        ppscope_version: env!("CARGO_PKG_VERSION").into(),
+        kernel: kernel::release(),
+        started_unix_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+        interval_ns: opts.interval.as_nanos() as u64,
+        coverage: probes.coverage,
+        hooks: probes.hooks.clone(),
+        drop_reasons: probes.drop_reasons.clone(),
+    };
+    let mut writer = record::Writer::create(&opts.output, &header)?;
+    eprintln!(
+        "ppscope: recording page_pools to {} for {} (every {})",
+        opts.output.display(),
+        humantime::format_duration(opts.duration),
+        humantime::format_duration(opts.interval)
+    );
+    let interrupt = Interrupt::new()?;
+    let first = probes.sample()?;
+    let start = first.at;
+    writer.append(&record::Frame::from_sample(&first, start))?;
+    let mut frames = 1u64;
+    loop {
+        let elapsed = start.elapsed();
+        let left = opts.duration.saturating_sub(elapsed);
+        let interrupted = left.is_zero() || interrupt.wait(left.min(opts.interval));
+        let s = probes.sample()?;
+        writer.append(&record::Frame::from_sample(&s, start))?;
+        frames += 1;
+        if interrupted || s.at.duration_since(start) >= opts.duration {
+            break;
+        }
+    }
+    eprintln!(
+        "ppscope: {frames} samples written to {}",
+        opts.output.display()
+    );
+    Ok(())
 }
 
 /// Writes the result; a closed pipe (`| head`) is not an error worth a panic.
@@ -280,6 +418,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Diagnose(args) => diagnose(&args),
+        Command::Record(args) => record_cmd(&args),
         Command::Doctor { json, probe } => doctor(json, &probe),
         Command::Lab {
             command: LabCommand::Xdp { dev },

@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::probes::HookStatus;
 
 /// Which hooks feed the counters, so that a count nobody measured is shown as unknown, not 0.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Coverage {
     pub alloc: bool,
     pub refill: bool,
@@ -789,7 +789,7 @@ pub struct Snapshot {
     /// Per step (one interval) per device: the chain slow path → NAPI → drops, in time.
     pub timeline: Vec<TimelineStep>,
     /// Per hook: the backend that served it and where, or why nothing did.
-    pub backends: std::collections::BTreeMap<&'static str, HookStatus>,
+    pub backends: std::collections::BTreeMap<String, HookStatus>,
 }
 
 /// Everything that moved between two samples, busiest pools first.
@@ -888,7 +888,10 @@ pub fn snapshot(
         kernel_source: None,
         devices,
         timeline: Vec::new(),
-        backends: hooks.iter().map(|h| (h.hook, h.clone())).collect(),
+        backends: hooks
+            .iter()
+            .map(|h| (h.hook.to_string(), h.clone()))
+            .collect(),
     }
 }
 

@@ -4,7 +4,7 @@
 //! is chosen per hook at run time by what the kernel accepts (fentry/fexit, then kprobes,
 //! then tracepoints); what could not attach is kept with its reason so the report and
 //! `doctor` can say exactly what is missing and why.
-use std::{collections::HashMap, os::fd::OwnedFd, path::Path, time::Instant};
+use std::{borrow::Cow, collections::HashMap, os::fd::OwnedFd, path::Path, time::Instant};
 
 use anyhow::{anyhow, Context, Result};
 use aya::{
@@ -16,7 +16,7 @@ use ppscope_common::{
     site_stat, DeviceIdentity, DropKey, NapiCounters, PoolCounters, PoolIdentity, PoolState,
     ProbeConfig, SiteStats,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{
     btf::{KernelBtf, ResolvedField, VMLINUX_BTF},
@@ -27,7 +27,7 @@ use crate::{
 /// The eBPF object built by `agent/build.rs` from `ebpf/`.
 pub static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(env!("PPSCOPE_EBPF_OBJECT"));
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     Fentry,
@@ -46,7 +46,7 @@ pub enum BackendChoice {
 }
 
 /// What a hook is about, for grouping in reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Group {
     PagePool,
@@ -390,9 +390,9 @@ const HOOKS: &[HookDef] = &[
 ];
 
 /// How one hook ended up.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HookStatus {
-    pub hook: &'static str,
+    pub hook: Cow<'static, str>,
     pub group: Group,
     /// The backend serving it, None when nothing attached.
     pub backend: Option<Backend>,
@@ -401,7 +401,7 @@ pub struct HookStatus {
     /// Why each candidate that was tried did not attach.
     pub reasons: Vec<String>,
     /// What is lost while the hook is missing.
-    pub loses: &'static str,
+    pub loses: Cow<'static, str>,
 }
 
 impl HookStatus {
@@ -682,12 +682,12 @@ fn attach_hook(
     kernel: &Kernel,
 ) -> HookStatus {
     let mut status = HookStatus {
-        hook: def.name,
+        hook: Cow::Borrowed(def.name),
         group: def.group,
         backend: None,
         targets: Vec::new(),
         reasons: Vec::new(),
-        loses: def.loses,
+        loses: Cow::Borrowed(def.loses),
     };
     if let Some(module) = def.module {
         let present = def

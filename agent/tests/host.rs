@@ -359,3 +359,60 @@ fn lab_namespaces_are_removed() {
     assert!(!Path::new(&format!("/run/netns/{tx}")).exists());
     assert!(!Path::new(&format!("/run/netns/{rx}")).exists());
 }
+
+#[test]
+#[ignore = "needs root: run through `cargo xtask test`"]
+fn a_recording_replays_into_the_same_report() {
+    let mut lab = VethLab::new("d", 23);
+    let dir = std::env::temp_dir().join(format!("ppscope-host-rec-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("lab.ppscope");
+    let mut rec = Command::new(PPSCOPE)
+        .args(["record", "--duration", "5s", "--interval", "20ms", "-o"])
+        .arg(&file)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(rec.stderr.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("recording page_pools"), "{line}");
+    lab.attach_xdp();
+    lab.traffic(23, 2);
+    assert!(rec.wait().unwrap().success());
+
+    let out = run(
+        PPSCOPE,
+        &["diagnose", "--json", "--replay", file.to_str().unwrap()],
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pool = report["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["ifname"] == lab.dev_rx.as_str())
+        .unwrap_or_else(|| panic!("no {} in the replay: {report:#}", lab.dev_rx))
+        .clone();
+    assert!(pool["pages"]["allocated"].as_u64() > Some(0), "{pool:#}");
+    assert_eq!(report["backends"]["page_hold"]["backend"], "tracepoint");
+    assert!(
+        report["duration_seconds"].as_f64().unwrap() > 4.0,
+        "{report:#}"
+    );
+
+    // Cut the file: one sentence naming the damage, exit 1, nothing else printed.
+    let bytes = fs::read(&file).unwrap();
+    let cut = dir.join("cut.ppscope");
+    fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let out = Command::new(PPSCOPE)
+        .args(["diagnose", "--replay"])
+        .arg(&cut)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("truncated"), "{err}");
+    assert!(out.stdout.is_empty());
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -130,6 +130,7 @@ impl ProbeConfig {
 /// Raw event counts: the agent's model turns them into the cache/ring/slow and
 /// cached/ring/ring_full splits (see `agent/src/model.rs`), so the programs stay minimal.
 #[repr(C)]
+#[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolCounters {
     /// Calls of the page allocation entry (`page_pool_alloc_netmems` or its older names).
@@ -173,6 +174,7 @@ pub struct PoolCounters {
 
 /// Identity of a pool, read once from kernel memory when the pool is first seen.
 #[repr(C)]
+#[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PoolIdentity {
     /// Kernel address of the pool's net_device (0: none found); joins NAPI and drop records.
@@ -217,6 +219,7 @@ impl PoolIdentity {
 /// A pool's ring fill and inflight pages, read from kernel memory at its last refill, slow
 /// path or page release (rare events: they are what make the state change that matters).
 #[repr(C)]
+#[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolState {
     pub stamp_ns: u64,
@@ -231,6 +234,7 @@ pub struct PoolState {
 
 /// NAPI polls of one NAPI instance (`napi:napi_poll`), per CPU.
 #[repr(C)]
+#[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NapiCounters {
     pub polls: u64,
@@ -242,6 +246,7 @@ pub struct NapiCounters {
 
 /// Identity of a net_device seen by the NAPI or drop hooks.
 #[repr(C)]
+#[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeviceIdentity {
     pub ifindex: u32,
@@ -252,6 +257,7 @@ pub struct DeviceIdentity {
 
 /// A drop record key: device and `enum skb_drop_reason` value.
 #[repr(C)]
+#[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct DropKey {
     pub netdev: u64,
@@ -293,6 +299,7 @@ pub mod site_stat {
 
 /// Calls, time and a second value (frags, work) of one site, with log2 histograms of both.
 #[repr(C)]
+#[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SiteStats {
     pub calls: u64,

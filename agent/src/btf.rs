@@ -225,6 +225,11 @@ impl KernelBtf {
             pool_ring_queue: get("ring_queue", "page_pool", &[&["ring", "queue"]]),
             pool_hold_cnt: get("hold_cnt", "page_pool", &[&["pages_state_hold_cnt"]]),
             pool_release_cnt: get("release_cnt", "page_pool", &[&["pages_state_release_cnt"]]),
+            device_parent: get("device_parent", "device", &[&["parent"]]),
+            device_driver: get("device_driver", "device", &[&["driver"]]),
+            driver_name: get("driver_name", "device_driver", &[&["name"]]),
+            netdev_link_ops: get("rtnl_link_ops", "net_device", &[&["rtnl_link_ops"]]),
+            link_ops_kind: get("link_kind", "rtnl_link_ops", &[&["kind"]]),
             napi_id: get("napi_id", "napi_struct", &[&["napi_id"]]),
             skb_dev: get("skb_dev", "sk_buff", &[&["dev"]]),
             // From the gve module's BTF: see `gve_offsets`.

@@ -2,6 +2,8 @@
 //!
 //! One pipeline: kernel hooks (`ebpf/`) → maps → [`probes`] (the live source) →
 //! [`model::Snapshot`] → consumers ([`report`] for `diagnose`; the TUI and exporter to come).
+pub mod advice;
+pub mod advise_pools;
 pub mod btf;
 pub mod kernel;
 pub mod kernel_view;
@@ -9,5 +11,8 @@ pub mod lab;
 pub mod model;
 pub mod netlink;
 pub mod probes;
+pub mod profile;
 pub mod record;
 pub mod report;
+pub mod scenario;
+pub mod sim;

@@ -9,13 +9,13 @@ use std::{
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use ppscope::{
-    btf, kernel,
+    advice, advise_pools, btf, kernel,
     kernel_view::{self, KernelSample},
     lab, model,
     model::RawSample,
     probes,
     probes::{Backend, BackendChoice, ProbeOptions, Probes},
-    record, report,
+    record, report, scenario,
 };
 
 #[derive(Parser)]
@@ -87,6 +87,24 @@ struct DiagnoseArgs {
 }
 
 #[derive(clap::Args)]
+struct SimulateArgs {
+    /// A built-in workload: gve-devmem-alltoall, many-sockets, healthy.
+    #[arg(long, conflicts_with = "replay")]
+    scenario: Option<String>,
+    /// Replay a recording's burst profiles at other ring sizes.
+    #[arg(long, value_name = "FILE")]
+    replay: Option<PathBuf>,
+    /// Only pools of this interface (with --replay).
+    #[arg(long)]
+    dev: Option<String>,
+    /// The fast-path (recycled) rate a ring must reach.
+    #[arg(long, default_value_t = advise_pools::DEFAULT_TARGET)]
+    target: f64,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
 struct RecordArgs {
     /// The recording to write.
     #[arg(long, short)]
@@ -107,6 +125,8 @@ enum Command {
     Diagnose(DiagnoseArgs),
     /// Record what the page_pools do to a file, for diagnose --replay (and simulate).
     Record(RecordArgs),
+    /// Replay a burst profile (a scenario or a recording) at other ring sizes, and advise.
+    Simulate(SimulateArgs),
     /// Check what ppscope can measure on this kernel, and why not where it cannot.
     Doctor {
         #[arg(long)]
@@ -189,8 +209,15 @@ impl Window {
         self.last = cur;
     }
 
-    fn elapsed(&self) -> Duration {
-        self.last.at.duration_since(self.first.at)
+    /// Timeline steps of `interval` through fine-grained samples (the last always counts).
+    fn from_samples(samples: &[RawSample], interval: Duration) -> Self {
+        let mut w = Window::new(samples[0].clone());
+        for (i, s) in samples.iter().enumerate().skip(1) {
+            if s.at.duration_since(w.last.at) >= interval || i == samples.len() - 1 {
+                w.push(s.clone());
+            }
+        }
+        w
     }
 }
 
@@ -204,10 +231,12 @@ struct SourceInfo<'a> {
 
 fn window_snapshot(
     info: &SourceInfo,
-    w: Window,
+    samples: &[RawSample],
+    interval: Duration,
     kernel_samples: Option<(KernelSample, KernelSample)>,
     dev: Option<&str>,
 ) -> model::Snapshot {
+    let w = Window::from_samples(samples, interval);
     let mut snap = model::snapshot(
         info.kernel.clone(),
         &w.first,
@@ -220,6 +249,15 @@ fn window_snapshot(
     }
     model::name_drop_reasons(&mut snap, info.drop_reasons);
     snap.timeline = model::keep_steps_of(w.steps, &snap.devices);
+    let mut advice =
+        advise_pools::advise_window(samples, info.coverage, advise_pools::DEFAULT_TARGET);
+    for p in &mut snap.pools {
+        let addr = p
+            .pool
+            .strip_prefix("0x")
+            .and_then(|h| u64::from_str_radix(h, 16).ok());
+        p.advice = addr.and_then(|a| advice.remove(&a));
+    }
     if let Some(dev) = dev {
         snap.pools.retain(|p| p.ifname.as_deref() == Some(dev));
         snap.devices.retain(|d| d.ifname.as_deref() == Some(dev));
@@ -227,26 +265,24 @@ fn window_snapshot(
     snap
 }
 
+/// Fine-grained sampling for burst profiles: 10 ms, coarser for long windows so that a
+/// window keeps at most a few thousand samples in memory.
+fn profile_interval(duration: Duration) -> Duration {
+    Duration::from_millis(10).max(duration / 6000)
+}
+
 fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
     let snap = match &opts.replay {
         Some(path) => {
             let rec = record::Recording::read(path)?;
             let samples = rec.samples();
-            let mut w = Window::new(samples[0].clone());
-            // Steps of --interval through the recorded samples, and the last one always.
-            for (i, s) in samples.iter().enumerate().skip(1) {
-                let due = s.at.duration_since(w.last.at) >= opts.interval;
-                if due || i == samples.len() - 1 {
-                    w.push(s.clone());
-                }
-            }
             let info = SourceInfo {
                 kernel: rec.header.kernel.clone(),
                 coverage: &rec.header.coverage,
                 hooks: &rec.header.hooks,
                 drop_reasons: &rec.header.drop_reasons,
             };
-            window_snapshot(&info, w, None, opts.dev.as_deref())
+            window_snapshot(&info, &samples, opts.interval, None, opts.dev.as_deref())
         }
         None => {
             let probes = opts.probe.start()?;
@@ -257,14 +293,17 @@ fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
                 probes.hooks.len()
             );
             let interrupt = Interrupt::new()?;
-            let mut w = Window::new(probes.sample()?);
+            let first = probes.sample()?;
             let kernel_first = KernelSample::read();
-            // Step through the window so the report can line the chain up in time.
+            let step = profile_interval(opts.duration);
+            let mut samples = vec![first];
             loop {
-                let left = opts.duration.saturating_sub(w.elapsed());
-                let interrupted = left.is_zero() || interrupt.wait(left.min(opts.interval));
-                w.push(probes.sample()?);
-                if interrupted || w.elapsed() >= opts.duration {
+                let elapsed = samples.last().unwrap().at.duration_since(samples[0].at);
+                let left = opts.duration.saturating_sub(elapsed);
+                let interrupted = left.is_zero() || interrupt.wait(left.min(step));
+                samples.push(probes.sample()?);
+                let elapsed = samples.last().unwrap().at.duration_since(samples[0].at);
+                if interrupted || elapsed >= opts.duration {
                     break;
                 }
             }
@@ -277,7 +316,8 @@ fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
             };
             window_snapshot(
                 &info,
-                w,
+                &samples,
+                opts.interval,
                 Some((kernel_first, kernel_last)),
                 opts.dev.as_deref(),
             )
@@ -287,6 +327,95 @@ fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
         serde_json::to_string_pretty(&report::json(&snap))? + "\n"
     } else {
         report::text(&snap)
+    };
+    print_out(&out)
+}
+
+fn simulate_cmd(opts: &SimulateArgs) -> Result<()> {
+    let mut results = Vec::new();
+    match (&opts.scenario, &opts.replay) {
+        (Some(name), None) => {
+            let sc = scenario::by_name(name).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "no scenario named '{name}' (there are: {})",
+                    scenario::NAMES.join(", ")
+                )
+            })?;
+            let a = advice::advise(&sc.profile, &sc.context, opts.target);
+            results.push(serde_json::json!({
+                "scenario": sc.name,
+                "description": sc.description,
+                "summary": a.summary(),
+                "advice": a,
+            }));
+        }
+        (None, Some(path)) => {
+            let rec = record::Recording::read(path)?;
+            let samples = rec.samples();
+            let advice = advise_pools::advise_window(&samples, &rec.header.coverage, opts.target);
+            let snap = model::snapshot(
+                rec.header.kernel.clone(),
+                &samples[0],
+                samples.last().unwrap(),
+                &rec.header.coverage,
+                &rec.header.hooks,
+            );
+            for p in &snap.pools {
+                if opts
+                    .dev
+                    .as_deref()
+                    .is_some_and(|d| p.ifname.as_deref() != Some(d))
+                {
+                    continue;
+                }
+                let addr = p
+                    .pool
+                    .strip_prefix("0x")
+                    .and_then(|h| u64::from_str_radix(h, 16).ok());
+                let Some(a) = addr.and_then(|a| advice.get(&a)) else {
+                    continue;
+                };
+                results.push(serde_json::json!({
+                    "pool": p.pool,
+                    "ifname": p.ifname,
+                    "driver": p.driver,
+                    "measured_fast_path_rate": p.fast_path_rate,
+                    "summary": a.summary(),
+                    "advice": a,
+                }));
+            }
+            if results.is_empty() {
+                anyhow::bail!(
+                    "no pool in {} has a profile to replay (needs the alloc and recycle probes: kprobes or fentry)",
+                    path.display()
+                );
+            }
+        }
+        _ => anyhow::bail!("give either --scenario NAME or --replay FILE"),
+    }
+    let out = if opts.json {
+        serde_json::to_string_pretty(&serde_json::json!({ "version": 1, "results": results }))?
+            + "\n"
+    } else {
+        let mut t = String::new();
+        for r in &results {
+            let name = r["scenario"]
+                .as_str()
+                .or(r["ifname"].as_str())
+                .unwrap_or("pool");
+            t += &format!("{name}\n  {}\n", r["summary"].as_str().unwrap_or(""));
+            if let Some(ev) = r["advice"]["evidence"].as_array() {
+                for e in ev {
+                    t += &format!("    - {}\n", e.as_str().unwrap_or(""));
+                }
+            }
+            t += &format!(
+                "  confidence: {} ({})\n\n",
+                r["advice"]["confidence"]["level"].as_str().unwrap_or("?"),
+                r["advice"]["confidence"]["reason"].as_str().unwrap_or("")
+            );
+        }
+        t
     };
     print_out(&out)
 }
@@ -419,6 +548,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Diagnose(args) => diagnose(&args),
         Command::Record(args) => record_cmd(&args),
+        Command::Simulate(args) => simulate_cmd(&args),
         Command::Doctor { json, probe } => doctor(json, &probe),
         Command::Lab {
             command: LabCommand::Xdp { dev },

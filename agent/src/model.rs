@@ -576,6 +576,8 @@ pub struct PoolView {
     #[serde(skip)]
     pub netdev: u64,
     pub ifname: Option<String>,
+    /// The device's driver (virtio_net, gve, mlx5_core; veth for the software pair).
+    pub driver: Option<String>,
     pub ifindex: Option<u32>,
     pub queue: Option<u32>,
     pub netlink_id: Option<u32>,
@@ -607,6 +609,8 @@ pub struct PoolView {
     /// (cache + ring) / all allocations.
     pub fast_path_rate: Option<f64>,
     pub slow_path_latency: Option<Latency>,
+    /// Ring-size advice from this pool's burst profile (None: too little measured).
+    pub advice: Option<crate::advice::Advice>,
 }
 
 impl PoolView {
@@ -616,6 +620,7 @@ impl PoolView {
             pool: format!("netlink:{netlink_id}"),
             netdev: 0,
             ifname: ifindex.and_then(crate::kernel::ifname_of),
+            driver: None,
             ifindex,
             queue: None,
             netlink_id: Some(netlink_id),
@@ -638,6 +643,7 @@ impl PoolView {
             ring_hit_rate: None,
             fast_path_rate: None,
             slow_path_latency: None,
+            advice: None,
         }
     }
 
@@ -724,6 +730,7 @@ pub fn pool_view(
         pool: format!("{pool:#x}"),
         netdev: id.map_or(0, |i| i.netdev),
         ifname: known(PoolIdentity::KNOWN_IFNAME).and_then(|i| ifname(&i.ifname)),
+        driver: id.and_then(|i| ifname(&i.driver)),
         ifindex: known(PoolIdentity::KNOWN_IFINDEX).map(|i| i.ifindex),
         queue: known(PoolIdentity::KNOWN_QUEUE).map(|i| i.queue_idx),
         netlink_id: known(PoolIdentity::KNOWN_NETLINK_ID).map(|i| i.netlink_id),
@@ -764,6 +771,7 @@ pub fn pool_view(
         } else {
             None
         },
+        advice: None,
     }
 }
 

@@ -186,6 +186,9 @@ fn pool_text(p: &PoolView, out: &mut String) {
             duration_ns(mean as u64)
         );
     }
+    if let Some(a) = &p.advice {
+        let _ = writeln!(out, "  advice       {}", a.summary());
+    }
     if let Some(l) = &p.slow_path_latency {
         let _ = writeln!(
             out,

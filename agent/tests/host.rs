@@ -416,3 +416,35 @@ fn a_recording_replays_into_the_same_report() {
     assert!(out.stdout.is_empty());
     let _ = fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_seed_scenario_is_advised_16384_and_many_sockets_not_to_grow() {
+    let out = run(
+        PPSCOPE,
+        &["simulate", "--scenario", "gve-devmem-alltoall", "--json"],
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let a = &v["results"][0]["advice"];
+    assert_eq!(a["recommended_size"], 16384, "{a:#}");
+    assert_eq!(a["pinned_anyway"], true, "{a:#}");
+    let summary = v["results"][0]["summary"].as_str().unwrap();
+    assert!(summary.contains("4096 → 16384"), "{summary}");
+
+    let out = run(
+        PPSCOPE,
+        &["simulate", "--scenario", "many-sockets", "--json"],
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let a = &v["results"][0]["advice"];
+    assert!(
+        a["recommended_size"].as_u64() <= a["current_size"].as_u64(),
+        "thousands of sockets must not be told to grow: {a:#}"
+    );
+
+    let out = Command::new(PPSCOPE)
+        .args(["simulate", "--scenario", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("there are: gve-devmem-alltoall"));
+}

@@ -65,6 +65,14 @@ pub struct KernelOffsets {
     /// `struct page_pool`: `pages_state_hold_cnt` (u32), `pages_state_release_cnt` (atomic_t).
     pub pool_hold_cnt: u32,
     pub pool_release_cnt: u32,
+    /// The driver of a net_device: `net_device.dev` → `device.parent` → `device.driver` →
+    /// `device_driver.name` (a bus driver: virtio_net, gve, mlx5_core), else
+    /// `net_device.rtnl_link_ops` → `rtnl_link_ops.kind` (a software device: veth).
+    pub device_parent: u32,
+    pub device_driver: u32,
+    pub driver_name: u32,
+    pub netdev_link_ops: u32,
+    pub link_ops_kind: u32,
     /// `struct napi_struct`: `napi_id` (u32).
     pub napi_id: u32,
     /// `struct sk_buff`: `dev` (pointer).
@@ -99,6 +107,11 @@ impl KernelOffsets {
         pool_ring_queue: OFFSET_UNKNOWN,
         pool_hold_cnt: OFFSET_UNKNOWN,
         pool_release_cnt: OFFSET_UNKNOWN,
+        device_parent: OFFSET_UNKNOWN,
+        device_driver: OFFSET_UNKNOWN,
+        driver_name: OFFSET_UNKNOWN,
+        netdev_link_ops: OFFSET_UNKNOWN,
+        link_ops_kind: OFFSET_UNKNOWN,
         napi_id: OFFSET_UNKNOWN,
         skb_dev: OFFSET_UNKNOWN,
         gve_rx_q_num: OFFSET_UNKNOWN,
@@ -190,6 +203,8 @@ pub struct PoolIdentity {
     /// Bit i set when field i (in the order above, then `ifname`) could be read.
     pub known: u32,
     pub ifname: [u8; 16],
+    /// The device's driver (see `KernelOffsets::device_parent`), NUL-padded; empty if unknown.
+    pub driver: [u8; 16],
 }
 
 impl PoolIdentity {
@@ -213,6 +228,7 @@ impl PoolIdentity {
         has_memory_provider: 0,
         known: 0,
         ifname: [0; 16],
+        driver: [0; 16],
     };
 }
 

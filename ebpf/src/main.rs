@@ -7,7 +7,10 @@
 #![no_main]
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel},
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel,
+        bpf_probe_read_kernel_str_bytes,
+    },
     macros::{fentry, fexit, kprobe, kretprobe, map, raw_tracepoint, xdp},
     maps::{LruHashMap, LruPerCpuHashMap, PerCpuArray},
     programs::{
@@ -113,6 +116,36 @@ fn pool_netdev(pool: u64, o: &ppscope_common::KernelOffsets) -> Option<u64> {
     device.checked_sub(o.netdev_dev as u64)
 }
 
+/// Copies a kernel C string (up to 15 bytes) into a NUL-padded array.
+#[inline(always)]
+fn read_cstr16(ptr: u64) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    if ptr != 0 {
+        // SAFETY: the helper bounds the copy by the slice and checks the address.
+        let _ = unsafe { bpf_probe_read_kernel_str_bytes(ptr as *const u8, &mut out) };
+    }
+    out
+}
+
+/// The driver of a net_device: its bus device's driver, else its rtnl link kind.
+#[inline(always)]
+fn driver_name(netdev: u64, o: &ppscope_common::KernelOffsets) -> [u8; 16] {
+    if o.netdev_dev != OFFSET_UNKNOWN {
+        let device = netdev + o.netdev_dev as u64;
+        if let Some(parent) = read_field::<u64>(device, o.device_parent).filter(|p| *p != 0) {
+            if let Some(drv) = read_field::<u64>(parent, o.device_driver).filter(|d| *d != 0) {
+                if let Some(name) = read_field::<u64>(drv, o.driver_name) {
+                    return read_cstr16(name);
+                }
+            }
+        }
+    }
+    match read_field::<u64>(netdev, o.netdev_link_ops).filter(|p| *p != 0) {
+        Some(ops) => read_cstr16(read_field::<u64>(ops, o.link_ops_kind).unwrap_or(0)),
+        None => [0; 16],
+    }
+}
+
 /// Reads the identity of a pool the first time it is seen.
 #[inline(always)]
 fn record_identity(pool: u64, cfg: &ProbeConfig) {
@@ -151,6 +184,7 @@ fn record_identity(pool: u64, cfg: &ProbeConfig) {
     }
     if let Some(netdev) = pool_netdev(pool, o) {
         id.netdev = netdev;
+        id.driver = driver_name(netdev, o);
         if let Some(v) = read_field::<u32>(netdev, o.netdev_ifindex) {
             id.ifindex = v;
             id.known |= PoolIdentity::KNOWN_IFINDEX;

@@ -460,3 +460,81 @@ fn vm_trixie_dontneed_and_gve_without_page_pool() {
     );
     assert_eq!(hook(&doctor, "gve_rx_poll")["backend"], "kprobe");
 }
+
+/// One bursty run on a lab booted with `rx_queue_size`: (diagnose JSON, simulate JSON).
+fn bursty_run(rx_queue_size: u16) -> (Value, Value, String) {
+    let mut run = VmRun::new(workspace_root().join("xtask/vm-tests/bursty-record.sh"));
+    run.rx_queue_size = Some(rx_queue_size);
+    run.args = vec!["8".into(), "150".into(), "100".into()];
+    let tool = std::path::PathBuf::from(env!("CARGO_BIN_EXE_bursty"));
+    run.extra.push((tool, "bursty".into()));
+    let out = run_script(&run).expect("the VM lab runs");
+    assert_eq!(out.status, 0, "lab script failed:\n{}", out.output);
+    let diag: Value = serde_json::from_str(section(&out.output, "diagnose"))
+        .unwrap_or_else(|e| panic!("diagnose: {e}\n{}", out.output));
+    let sim: Value = serde_json::from_str(section(&out.output, "simulate"))
+        .unwrap_or_else(|e| panic!("simulate: {e}\n{}", out.output));
+    (diag, sim, out.output)
+}
+
+/// Per page: the share of allocations served by a recycled page, as measured.
+fn measured_recycled(diag: &Value) -> f64 {
+    let pools = pools_named(diag, "vnet1");
+    let allocs = sum(&pools, &["alloc", "total"]) as f64;
+    let fresh = sum(&pools, &["pages", "allocated"]) as f64;
+    1.0 - (fresh / allocs).min(1.0)
+}
+
+#[test]
+#[ignore = "boots the VM lab: run through `cargo xtask test`"]
+fn vm_advice_for_a_starved_virtio_pool_holds_when_applied() {
+    // A small vring starved by a receiver that stalls and drains.
+    let (diag, sim, output) = bursty_run(256);
+    let before = measured_recycled(&diag);
+    let result = sim["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["ifname"] == "vnet1")
+        .unwrap_or_else(|| panic!("no advice for vnet1:\n{output}"));
+    let advice = &result["advice"];
+    eprintln!("advice at 256: {}", result["summary"]);
+    assert_eq!(
+        advice["knob"], "DeviceQueueSize",
+        "virtio-net's knob is the queue size: {advice:#}"
+    );
+    let size = advice["recommended_size"].as_u64().unwrap();
+    assert!(
+        size > 256 && size <= 1024,
+        "grow within QEMU's range: {advice:#}"
+    );
+    let predicted = advice["predicted"]["recycled_rate"].as_f64().unwrap();
+    let at_current = advice["current"]["recycled_rate"].as_f64().unwrap();
+    // The model reproduces what it measured at the size it measured.
+    assert!(
+        (at_current - before).abs() <= 0.05,
+        "model at 256 predicts {at_current:.3}, measured {before:.3}"
+    );
+
+    // Apply the advice: boot the lab with the advised vring and run the same workload.
+    let (diag_after, _, output_after) = bursty_run(size as u16);
+    let pool_size = pools_named(&diag_after, "vnet1")[0]["pool_size"].as_u64();
+    assert_eq!(
+        pool_size,
+        Some(size),
+        "the new vring built a new pool:\n{output_after}"
+    );
+    let after = measured_recycled(&diag_after);
+    eprintln!("recycled per page: 256 → {before:.3} measured; {size} → {predicted:.3} predicted, {after:.3} measured");
+    assert!(
+        after > before,
+        "growing the ring must help: {before:.3} → {after:.3}"
+    );
+    // Stated tolerance: within 15 points of the prediction. Under TCG the same workload's
+    // recycled share varies by ~10 points run to run (KERNEL.md measured 0.73 at 1024 on one
+    // run, this test has seen 0.61), and the model, calibrated at 256, carries that run's bias.
+    assert!(
+        (after - predicted).abs() <= 0.15,
+        "measured {after:.3} at {size}, predicted {predicted:.3}"
+    );
+}

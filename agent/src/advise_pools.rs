@@ -1,0 +1,106 @@
+//! Advice for every pool of a window: its burst profile replayed at other ring sizes.
+//!
+//! Glue between the samples of a window (live or recorded), the simulator and the advice:
+//! builds each pool's [`PoolContext`] from what the probes read (ring size, page size, driver,
+//! memory provider, how many pools the device has) and calibrates against the counters
+//! measured over the same samples.
+use std::collections::HashMap;
+
+use ppscope_common::PoolIdentity;
+
+use crate::{
+    advice::{self, Advice, PoolContext},
+    kernel,
+    model::{Coverage, RawSample},
+    profile::{profiles, PoolProfile},
+    sim::Measured,
+};
+
+/// QEMU's largest virtio-net `rx_queue_size`: the most a virtio-net pool can be given there.
+pub const VIRTIO_QEMU_MAX_QUEUE: u32 = 1024;
+
+/// The fast-path (recycled) rate a healthy pool should reach.
+pub const DEFAULT_TARGET: f64 = 0.99;
+
+fn cstr(raw: &[u8; 16]) -> Option<String> {
+    let end = raw.iter().position(|b| *b == 0).unwrap_or(raw.len());
+    let s = String::from_utf8_lossy(&raw[..end]).into_owned();
+    (!s.is_empty()).then_some(s)
+}
+
+fn context(p: &PoolProfile, queues: u32) -> Option<PoolContext> {
+    let id: &PoolIdentity = p.identity.as_ref()?;
+    let ring = if id.known & PoolIdentity::KNOWN_RING_SIZE != 0 {
+        id.ring_size
+    } else if id.known & PoolIdentity::KNOWN_POOL_SIZE != 0 {
+        id.pool_size
+    } else {
+        return None;
+    };
+    let provider =
+        id.known & PoolIdentity::KNOWN_MEMORY_PROVIDER != 0 && id.has_memory_provider != 0;
+    let mut ctx = PoolContext::new(ring, provider);
+    ctx.ifname = (id.known & PoolIdentity::KNOWN_IFNAME != 0)
+        .then(|| cstr(&id.ifname))
+        .flatten();
+    ctx.driver = cstr(&id.driver);
+    if ctx.driver.as_deref() == Some("virtio_net") {
+        // virtio-net's pool is its vring; QEMU allows rx_queue_size up to 1024.
+        ctx.kernel_max_ring = ctx.kernel_max_ring.min(VIRTIO_QEMU_MAX_QUEUE);
+    }
+    let order = if id.known & PoolIdentity::KNOWN_ORDER != 0 {
+        id.order
+    } else {
+        0
+    };
+    ctx.page_bytes = kernel::page_size() << order;
+    ctx.queues_on_device = queues.max(1);
+    let m = &p.measured;
+    if m.slow_calls > 0 {
+        ctx.slow_call_ns = m.slow_ns_sum as f64 / m.slow_calls as f64;
+    }
+    Some(ctx)
+}
+
+fn measured(p: &PoolProfile, ring_size: u32, cov: &Coverage) -> Measured {
+    let m = &p.measured;
+    Measured {
+        ring_size,
+        allocs: m.alloc_calls,
+        slow_calls: m.slow_calls + m.mp_alloc_calls,
+        pages_from_slow: cov.hold.then_some(m.hold_pages),
+        ring_full: m.put_released + m.bulk_released,
+    }
+}
+
+/// Advice per pool address, for the pools whose profile the probes could measure.
+pub fn advise_window(samples: &[RawSample], cov: &Coverage, target: f64) -> HashMap<u64, Advice> {
+    // Without allocation and recycle probes there is no profile to replay.
+    if !(cov.alloc && cov.recycle) {
+        return HashMap::new();
+    }
+    let profiles = profiles(samples);
+    let mut per_device: HashMap<u64, u32> = HashMap::new();
+    for p in &profiles {
+        if let Some(id) = &p.identity {
+            if id.netdev != 0 {
+                *per_device.entry(id.netdev).or_default() += 1;
+            }
+        }
+    }
+    profiles
+        .iter()
+        .filter_map(|p| {
+            let queues = p
+                .identity
+                .and_then(|i| per_device.get(&i.netdev).copied())
+                .unwrap_or(1);
+            let ctx = context(p, queues)?;
+            let m = measured(p, ctx.ring_size, cov);
+            Some((
+                p.pool,
+                advice::advise_with(&p.profile, &ctx, target, Some(&m)),
+            ))
+        })
+        .collect()
+}

@@ -1,0 +1,30 @@
+#!/bin/sh
+# VM lab script: the seed's dynamics over virtio-net. A receiver in ppb that stalls then
+# drains (process-context frees: every recycle goes to the ring in bursts) against a sender
+# in ppa writing flat out, while `ppscope record` samples every 10 ms; then the recording's
+# simulation and advice for vnet1, and the measured fast-path rate at this ring size.
+#
+# Usage: bursty-record.sh SECONDS STALL_MS DRAIN_MS
+set -eu
+SECS=$1
+STALL=$2
+DRAIN=$3
+
+ppscope record -o /tmp/lab.rec --duration "$((SECS + 30))s" --interval 10ms 2>/tmp/rec.err &
+REC=$!
+i=0
+until grep -q "recording page_pools" /tmp/rec.err 2>/dev/null; do
+    i=$((i + 1)); [ "$i" -lt 900 ] || { cat /tmp/rec.err; exit 1; }
+    sleep 0.1
+done
+ip netns exec ppb /lab/bursty recv 198.18.0.2:5201 "$SECS" "$STALL" "$DRAIN" >/tmp/recv.txt &
+RECV=$!
+sleep 1
+ip netns exec ppa /lab/bursty send 198.18.0.2:5201 "$SECS" >/tmp/send.txt || true
+wait "$RECV" || true
+kill -INT "$REC"
+wait "$REC"
+echo "@@workload"; cat /tmp/recv.txt /tmp/send.txt
+echo "@@diagnose"; ppscope diagnose --replay /tmp/lab.rec --json --dev vnet1
+echo "@@simulate"; ppscope simulate --replay /tmp/lab.rec --dev vnet1 --json
+echo "@@end"

@@ -173,6 +173,9 @@ pub struct Advice {
     pub knob_text: String,
     /// Length of the profile, for per-second figures.
     pub profile_s: f64,
+    /// A ring size that explains the measured counters far better than the reported one
+    /// (a resize that did not rebuild the pool), when the replay shows one.
+    pub resize_suspect: Option<u32>,
 }
 
 /// Which knob sets a ring of `size` on this driver.
@@ -494,6 +497,7 @@ pub fn advise_with(
         pool_name: ctx.name(),
         knob_text,
         profile_s: secs,
+        resize_suspect: None,
     }
 }
 

@@ -13,7 +13,7 @@ use crate::{
     kernel,
     model::{Coverage, RawSample},
     profile::{profiles, PoolProfile},
-    sim::Measured,
+    sim::{self, Measured, SimParams},
 };
 
 /// QEMU's largest virtio-net `rx_queue_size`: the most a virtio-net pool can be given there.
@@ -73,6 +73,17 @@ fn measured(p: &PoolProfile, ring_size: u32, cov: &Coverage) -> Measured {
     }
 }
 
+/// A ring size that explains the measured counters far better than the one the pool reports:
+/// the sign of a resize that did not rebuild the pool. None when the reported size fits.
+fn resized_without_rebuild(p: &PoolProfile, ctx: &PoolContext, m: &Measured) -> Option<u32> {
+    let base = SimParams::for_ring(ctx.ring_size, ctx.zero_copy_provider);
+    let at_reported = sim::calibrate(&p.profile, &base, m).worst();
+    let sizes = sim::candidate_sizes(ctx.kernel_max_ring.max(ctx.ring_size));
+    let (best, cal) = sim::best_fit_size(&p.profile, &base, m, &sizes)?;
+    // Only a clear misfit at the reported size, and a clear fit elsewhere, says so.
+    (best != ctx.ring_size && at_reported > 0.5 && cal.worst() < at_reported / 4.0).then_some(best)
+}
+
 /// Advice per pool address, for the pools whose profile the probes could measure.
 pub fn advise_window(samples: &[RawSample], cov: &Coverage, target: f64) -> HashMap<u64, Advice> {
     // Without allocation and recycle probes there is no profile to replay.
@@ -97,10 +108,69 @@ pub fn advise_window(samples: &[RawSample], cov: &Coverage, target: f64) -> Hash
                 .unwrap_or(1);
             let ctx = context(p, queues)?;
             let m = measured(p, ctx.ring_size, cov);
-            Some((
-                p.pool,
-                advice::advise_with(&p.profile, &ctx, target, Some(&m)),
-            ))
+            let mut a = advice::advise_with(&p.profile, &ctx, target, Some(&m));
+            if let Some(size) = resized_without_rebuild(p, &ctx, &m) {
+                a.evidence.push(format!(
+                    "the pool behaves like a ring of {size}, not the {} it reports: was it resized without being rebuilt? (virtio-net keeps the pool it built at probe after ethtool -G)",
+                    ctx.ring_size
+                ));
+                a.resize_suspect = Some(size);
+            }
+            Some((p.pool, a))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::{Profile, Step};
+    use ppscope_common::PoolCounters;
+
+    fn bursty() -> Profile {
+        let mut steps = Vec::new();
+        for _ in 0..40 {
+            for _ in 0..15 {
+                steps.push(Step {
+                    allocs: 100,
+                    ring_frees: 0,
+                    direct_frees: 0,
+                });
+            }
+            steps.push(Step {
+                allocs: 0,
+                ring_frees: 1500,
+                direct_frees: 0,
+            });
+        }
+        Profile {
+            step_ns: 10_000_000,
+            steps,
+            provider: false,
+        }
+    }
+
+    fn pool(profile: Profile) -> PoolProfile {
+        PoolProfile {
+            pool: 1,
+            identity: None,
+            profile,
+            measured: PoolCounters::default(),
+        }
+    }
+
+    #[test]
+    fn a_pool_that_behaves_like_another_size_is_flagged() {
+        let p = pool(bursty());
+        let ctx = PoolContext::new(256, false);
+        let base = SimParams::for_ring(1024, false);
+        let at_1024 = sim::simulate_steady(&p.profile, &base);
+        // Counters that a 1024-entry ring produced, while the pool says 256.
+        let m = Measured::from_outcome(256, &at_1024);
+        assert_eq!(resized_without_rebuild(&p, &ctx, &m), Some(1024));
+        // Counters of a real 256-entry ring: nothing to flag.
+        let at_256 = sim::simulate_steady(&p.profile, &SimParams::for_ring(256, false));
+        let m = Measured::from_outcome(256, &at_256);
+        assert_eq!(resized_without_rebuild(&p, &ctx, &m), None);
+    }
 }

@@ -122,9 +122,19 @@ pub fn accumulate(into: &mut PoolCounters, other: &PoolCounters) {
         ($($f:ident),*) => { $( into.$f = into.$f.wrapping_add(other.$f); )* };
     }
     for_each_counter!(add);
-    for (a, b) in into.slow_hist.iter_mut().zip(other.slow_hist.iter()) {
-        *a = a.wrapping_add(*b);
+    for (into, other) in [
+        (&mut into.slow_hist, &other.slow_hist),
+        (&mut into.full_run_hist, &other.full_run_hist),
+        (&mut into.empty_run_hist, &other.empty_run_hist),
+        (&mut into.fill_hist, &other.fill_hist),
+    ] {
+        for (a, b) in into.iter_mut().zip(other.iter()) {
+            *a = a.wrapping_add(*b);
+        }
     }
+    // Runs in progress are per-CPU state, not counts: the longest one stands for them.
+    into.full_run = into.full_run.max(other.full_run);
+    into.empty_run = into.empty_run.max(other.empty_run);
 }
 
 /// `later - earlier`, field by field. A counter that went backwards (the pool was evicted and
@@ -135,11 +145,26 @@ pub fn delta(later: &PoolCounters, earlier: &PoolCounters) -> PoolCounters {
         ($($f:ident),*) => { $( d.$f = later.$f.checked_sub(earlier.$f).unwrap_or(later.$f); )* };
     }
     for_each_counter!(sub);
-    for i in 0..LATENCY_BUCKETS {
-        d.slow_hist[i] = later.slow_hist[i]
-            .checked_sub(earlier.slow_hist[i])
-            .unwrap_or(later.slow_hist[i]);
+    for (out, l, e) in [
+        (&mut d.slow_hist, &later.slow_hist, &earlier.slow_hist),
+        (
+            &mut d.full_run_hist,
+            &later.full_run_hist,
+            &earlier.full_run_hist,
+        ),
+        (
+            &mut d.empty_run_hist,
+            &later.empty_run_hist,
+            &earlier.empty_run_hist,
+        ),
+        (&mut d.fill_hist, &later.fill_hist, &earlier.fill_hist),
+    ] {
+        for i in 0..LATENCY_BUCKETS {
+            out[i] = l[i].checked_sub(e[i]).unwrap_or(l[i]);
+        }
     }
+    d.full_run = later.full_run;
+    d.empty_run = later.empty_run;
     d
 }
 
@@ -567,6 +592,42 @@ impl Latency {
     }
 }
 
+/// A log2 distribution of a count (run lengths, ring fill): bucket edges, not means.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Distribution {
+    pub samples: u64,
+    pub p50: u64,
+    pub p99: u64,
+    pub max: u64,
+    /// Samples per log2 bucket: bucket i holds [2^i, 2^(i+1)).
+    pub buckets: Vec<u64>,
+}
+
+impl Distribution {
+    pub fn from_log2(buckets: &[u64]) -> Option<Self> {
+        let l = Latency::from_log2(buckets, 0)?;
+        Some(Self {
+            samples: l.count,
+            p50: l.p50_ns,
+            p99: l.p99_ns,
+            max: l.max_ns,
+            buckets: l.buckets,
+        })
+    }
+}
+
+/// The burst profile the kernel keeps per pool: how far recycles overran the ring, how far
+/// allocations drained it, and how full it was when it mattered.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct BurstView {
+    /// Runs of consecutive recycles that found the ring full (pages per run).
+    pub ring_full_runs: Option<Distribution>,
+    /// Runs of consecutive refills that found the ring empty.
+    pub empty_ring_runs: Option<Distribution>,
+    /// Ring fill at refills, slow paths and releases.
+    pub ring_fill: Option<Distribution>,
+}
+
 /// One pool over one interval.
 #[derive(Debug, Clone, Serialize)]
 pub struct PoolView {
@@ -609,6 +670,8 @@ pub struct PoolView {
     /// (cache + ring) / all allocations.
     pub fast_path_rate: Option<f64>,
     pub slow_path_latency: Option<Latency>,
+    /// The kernel-side burst profile over the interval.
+    pub bursts: BurstView,
     /// Ring-size advice from this pool's burst profile (None: too little measured).
     pub advice: Option<crate::advice::Advice>,
 }
@@ -643,6 +706,7 @@ impl PoolView {
             ring_hit_rate: None,
             fast_path_rate: None,
             slow_path_latency: None,
+            bursts: BurstView::default(),
             advice: None,
         }
     }
@@ -770,6 +834,16 @@ pub fn pool_view(
             Latency::from_log2(&c.slow_hist, c.slow_ns_sum)
         } else {
             None
+        },
+        bursts: BurstView {
+            ring_full_runs: (cov.recycle && cov.release)
+                .then(|| Distribution::from_log2(&c.full_run_hist))
+                .flatten(),
+            empty_ring_runs: cov
+                .refill
+                .then(|| Distribution::from_log2(&c.empty_run_hist))
+                .flatten(),
+            ring_fill: Distribution::from_log2(&c.fill_hist),
         },
         advice: None,
     }
@@ -1018,6 +1092,35 @@ mod tests {
         assert!(
             v.ring_hit_rate.is_some(),
             "refills and slow paths are still exact"
+        );
+    }
+
+    #[test]
+    fn burst_profile_distributions() {
+        let mut c = counters();
+        c.full_run_hist[3] = 9; // runs of 8..15 pages
+        c.full_run_hist[7] = 1; // one run of 128..255
+        c.fill_hist[8] = 4;
+        let v = pool_view(1, &c, None, &ALL);
+        let runs = v.bursts.ring_full_runs.unwrap();
+        assert_eq!(
+            (runs.samples, runs.p50, runs.p99, runs.max),
+            (10, 16, 256, 256)
+        );
+        assert_eq!(v.bursts.ring_fill.unwrap().max, 512);
+        assert_eq!(v.bursts.empty_ring_runs, None, "no empty-ring run seen");
+        let mut a = PoolCounters {
+            full_run: 5,
+            ..Default::default()
+        };
+        let b = PoolCounters {
+            full_run: 3,
+            ..Default::default()
+        };
+        accumulate(&mut a, &b);
+        assert_eq!(
+            a.full_run, 5,
+            "a run in progress is per-CPU state, not a sum"
         );
     }
 

@@ -13,7 +13,7 @@ use aya::{
     Btf, Ebpf, EbpfLoader,
 };
 use ppscope_common::{
-    site_stat, DeviceIdentity, DropKey, NapiCounters, PoolCounters, PoolIdentity, PoolState,
+    site_stat, DeviceIdentity, DropKey, NapiCounters, PoolHists, PoolHot, PoolIdentity, PoolState,
     ProbeConfig, SiteStats,
 };
 use serde::{Deserialize, Serialize};
@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     btf::{KernelBtf, ResolvedField, VMLINUX_BTF},
     kernel::{self, Symbols},
-    model::{accumulate, accumulate_site, Coverage, ProgramRuntime, RawPool, RawSample},
+    model::{accumulate_site, Coverage, ProgramRuntime, RawPool, RawSample},
 };
 
 /// The eBPF object built by `agent/build.rs` from `ebpf/`.
@@ -551,8 +551,9 @@ impl Probes {
                 .map(name)
                 .with_context(|| format!("map {name} missing from the object"))
         };
-        let counters: PerCpuHashMap<_, u64, PoolCounters> =
+        let counters: PerCpuHashMap<_, u64, PoolHot> =
             PerCpuHashMap::try_from(map("POOL_COUNTERS")?)?;
+        let hists: BpfHashMap<_, u64, PoolHists> = BpfHashMap::try_from(map("POOL_HISTS")?)?;
         let identities: BpfHashMap<_, u64, PoolIdentity> =
             BpfHashMap::try_from(map("POOL_IDENTITY")?)?;
         let gve_queues: BpfHashMap<_, u64, u32> = BpfHashMap::try_from(map("GVE_POOL_QUEUE")?)?;
@@ -565,7 +566,13 @@ impl Probes {
             let Ok((pool, per_cpu)) = item else { continue };
             let entry = pools.entry(pool).or_default();
             for c in per_cpu.iter() {
-                accumulate(&mut entry.counters, c);
+                entry.counters.add_hot(c);
+            }
+        }
+        for item in hists.iter() {
+            let Ok((pool, h)) = item else { continue };
+            if let Some(entry) = pools.get_mut(&pool) {
+                entry.counters.set_hists(&h);
             }
         }
         for item in identities.iter() {

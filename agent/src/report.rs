@@ -186,8 +186,31 @@ fn pool_text(p: &PoolView, out: &mut String) {
             duration_ns(mean as u64)
         );
     }
+    let b = &p.bursts;
+    if b.ring_full_runs.is_some() || b.empty_ring_runs.is_some() || b.ring_fill.is_some() {
+        let d = |x: &Option<crate::model::Distribution>| {
+            x.as_ref().map_or("-".to_string(), |d| {
+                format!(
+                    "{} (p50 < {}, max < {})",
+                    count(Some(d.samples)),
+                    d.p50,
+                    d.max
+                )
+            })
+        };
+        let _ = writeln!(
+            out,
+            "  bursts       ring-full runs {}; empty-ring runs {}; ring fill {}",
+            d(&b.ring_full_runs),
+            d(&b.empty_ring_runs),
+            d(&b.ring_fill)
+        );
+    }
     if let Some(a) = &p.advice {
         let _ = writeln!(out, "  advice       {}", a.summary());
+        for e in &a.evidence {
+            let _ = writeln!(out, "                 - {e}");
+        }
     }
     if let Some(l) = &p.slow_path_latency {
         let _ = writeln!(

@@ -138,11 +138,73 @@ impl ProbeConfig {
     };
 }
 
-/// Per-pool, per-CPU counters, keyed by the kernel address of the `struct page_pool`.
-///
-/// Raw event counts: the agent's model turns them into the cache/ring/slow and
-/// cached/ring/ring_full splits (see `agent/src/model.rs`), so the programs stay minimal.
+/// Per-pool, per-CPU counters of the hot paths, keyed by the kernel address of the
+/// `struct page_pool`: small, so that a per-CPU map of thousands of pools stays small on
+/// hosts with many CPUs. Raw event counts: the agent's model turns them into the
+/// cache/ring/slow and cached/ring/ring_full splits (see `agent/src/model.rs`).
 #[repr(C)]
+#[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolHot {
+    /// Calls of the page allocation entry (`page_pool_alloc_netmems` or its older names).
+    pub alloc_calls: u64,
+    /// Calls of the fragment allocator (`page_pool_alloc_frag_netmem`): not allocations by
+    /// themselves, shown apart so nobody divides by them.
+    pub frag_calls: u64,
+    /// Calls of `page_pool_refill_alloc_cache` (the alloc cache was empty).
+    pub refill_calls: u64,
+    /// Refills that found the ptr_ring empty (returned nothing): a ring miss.
+    pub refill_empty: u64,
+    /// Pages moved from the ring into the alloc cache by refills (including the one returned).
+    pub refill_pages: u64,
+    /// Calls of the slow path (page allocator, 64 pages at a time).
+    pub slow_calls: u64,
+    /// Sum of slow-path durations in ns.
+    pub slow_ns_sum: u64,
+    /// Calls of a memory provider's alloc (devmem, io_uring zcrx) instead of the slow path.
+    pub mp_alloc_calls: u64,
+    /// Calls of the single-page recycle entry (`page_pool_put_unrefed_netmem`).
+    pub put_calls: u64,
+    /// Of those, pages that ended in the alloc cache (direct recycling).
+    pub put_cached: u64,
+    /// Of those, pages that left the pool instead (ring full, or not recyclable).
+    pub put_released: u64,
+    /// Calls of the bulk recycle entry.
+    pub bulk_calls: u64,
+    /// Pages handed to the bulk recycle entry.
+    pub bulk_pages: u64,
+    /// Pages that left the pool during a bulk recycle (ring full).
+    pub bulk_released: u64,
+    /// Pages entering the pool from the page allocator or provider (`page_pool_state_hold`).
+    pub hold_pages: u64,
+    /// Pages leaving the pool (`page_pool_state_release`): ring full, unrecyclable or teardown.
+    pub release_pages: u64,
+    /// Sum of memory-provider allocation durations in ns (calls are `mp_alloc_calls`).
+    pub mp_ns_sum: u64,
+    /// The ring-full run in progress on this CPU.
+    pub full_run: u64,
+    pub empty_run: u64,
+}
+
+/// Per-pool histograms of rare events (slow path, ring-full and empty-ring runs, ring fill),
+/// shared by all CPUs and updated with atomic adds: one copy per pool, not one per CPU.
+#[repr(C)]
+#[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolHists {
+    /// Slow-path duration histogram, log2 ns buckets (see [`LATENCY_BUCKETS`]).
+    pub slow_hist: [u64; LATENCY_BUCKETS],
+    /// Burst profile, kept in the kernel. Runs of consecutive recycles that found the ring
+    /// full (how far a burst overran the ring), log2 buckets of run length.
+    pub full_run_hist: [u64; LATENCY_BUCKETS],
+    /// Runs of consecutive refills that found the ring empty (how far allocations drained it).
+    pub empty_run_hist: [u64; LATENCY_BUCKETS],
+    /// Ring fill at each refill, slow path and release, log2 buckets of entries (bucket 0
+    /// also holds an empty ring).
+    pub fill_hist: [u64; LATENCY_BUCKETS],
+}
+
+/// Everything known of a pool's activity, summed over CPUs: what the agent's model reads.
 #[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolCounters {
@@ -181,8 +243,62 @@ pub struct PoolCounters {
     pub release_pages: u64,
     /// Sum of memory-provider allocation durations in ns (calls are `mp_alloc_calls`).
     pub mp_ns_sum: u64,
+    /// The ring-full run in progress on this CPU.
+    pub full_run: u64,
+    pub empty_run: u64,
     /// Slow-path duration histogram, log2 ns buckets (see [`LATENCY_BUCKETS`]).
     pub slow_hist: [u64; LATENCY_BUCKETS],
+    /// Burst profile, kept in the kernel. Runs of consecutive recycles that found the ring
+    /// full (how far a burst overran the ring), log2 buckets of run length.
+    pub full_run_hist: [u64; LATENCY_BUCKETS],
+    /// Runs of consecutive refills that found the ring empty (how far allocations drained it).
+    pub empty_run_hist: [u64; LATENCY_BUCKETS],
+    /// Ring fill at each refill, slow path and release, log2 buckets of entries (bucket 0
+    /// also holds an empty ring).
+    pub fill_hist: [u64; LATENCY_BUCKETS],
+}
+
+macro_rules! hot_fields {
+    ($m:ident) => {
+        $m!(
+            alloc_calls,
+            frag_calls,
+            refill_calls,
+            refill_empty,
+            refill_pages,
+            slow_calls,
+            slow_ns_sum,
+            mp_alloc_calls,
+            put_calls,
+            put_cached,
+            put_released,
+            bulk_calls,
+            bulk_pages,
+            bulk_released,
+            hold_pages,
+            release_pages,
+            mp_ns_sum
+        )
+    };
+}
+
+impl PoolCounters {
+    /// Adds one CPU's hot counters. Runs in progress are per-CPU state: the longest stands.
+    pub fn add_hot(&mut self, h: &PoolHot) {
+        macro_rules! add {
+            ($($f:ident),*) => { $( self.$f = self.$f.wrapping_add(h.$f); )* };
+        }
+        hot_fields!(add);
+        self.full_run = self.full_run.max(h.full_run);
+        self.empty_run = self.empty_run.max(h.empty_run);
+    }
+
+    pub fn set_hists(&mut self, h: &PoolHists) {
+        self.slow_hist = h.slow_hist;
+        self.full_run_hist = h.full_run_hist;
+        self.empty_run_hist = h.empty_run_hist;
+        self.fill_hist = h.fill_hist;
+    }
 }
 
 /// Identity of a pool, read once from kernel memory when the pool is first seen.
@@ -348,7 +464,8 @@ mod pod {
     // padding holes that could leak uninitialised bytes (checked by the size asserts in the
     // agent's tests), so any bit pattern is valid.
     unsafe impl aya::Pod for super::ProbeConfig {}
-    unsafe impl aya::Pod for super::PoolCounters {}
+    unsafe impl aya::Pod for super::PoolHot {}
+    unsafe impl aya::Pod for super::PoolHists {}
     unsafe impl aya::Pod for super::PoolIdentity {}
     unsafe impl aya::Pod for super::SiteStats {}
     unsafe impl aya::Pod for super::NapiCounters {}

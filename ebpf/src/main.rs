@@ -5,6 +5,10 @@
 //! Every hook has the same body whichever backend (kprobe or tracepoint) carries it.
 #![no_std]
 #![no_main]
+// The atomic add intrinsic: the BPF target has no compare-and-swap, so core's atomics offer
+// no fetch_add, but the instruction exists (the build already runs with RUSTC_BOOTSTRAP=1).
+#![allow(internal_features)]
+#![feature(core_intrinsics)]
 
 use aya_ebpf::{
     helpers::{
@@ -19,8 +23,8 @@ use aya_ebpf::{
     },
 };
 use ppscope_common::{
-    site, site_stat, DeviceIdentity, DropKey, Frame, NapiCounters, PoolCounters, PoolIdentity,
-    PoolState, ProbeConfig, SiteStats, LATENCY_BUCKETS, MAX_POOLS, OFFSET_UNKNOWN,
+    site, site_stat, DeviceIdentity, DropKey, Frame, NapiCounters, PoolHists, PoolHot,
+    PoolIdentity, PoolState, ProbeConfig, SiteStats, LATENCY_BUCKETS, MAX_POOLS, OFFSET_UNKNOWN,
 };
 
 /// Written by the agent before load (`EbpfLoader::override_global`).
@@ -28,8 +32,15 @@ use ppscope_common::{
 static PPSCOPE_CONFIG: ProbeConfig = ProbeConfig::DEFAULT;
 
 #[map]
-static POOL_COUNTERS: LruPerCpuHashMap<u64, PoolCounters> =
+static POOL_COUNTERS: LruPerCpuHashMap<u64, PoolHot> =
     LruPerCpuHashMap::with_max_entries(MAX_POOLS, 0);
+
+/// Rare-event histograms per pool, shared by all CPUs (atomic adds).
+#[map]
+static POOL_HISTS: LruHashMap<u64, PoolHists> = LruHashMap::with_max_entries(MAX_POOLS, 0);
+
+#[map]
+static ZERO_HISTS: PerCpuArray<PoolHists> = PerCpuArray::with_max_entries(1, 0);
 
 #[map]
 static POOL_IDENTITY: LruHashMap<u64, PoolIdentity> = LruHashMap::with_max_entries(MAX_POOLS, 0);
@@ -74,7 +85,7 @@ static DROPS: LruPerCpuHashMap<DropKey, u64> = LruPerCpuHashMap::with_max_entrie
 
 /// A zeroed counter set to insert on first sight; a map value is too big for the BPF stack.
 #[map]
-static ZERO_COUNTERS: PerCpuArray<PoolCounters> = PerCpuArray::with_max_entries(1, 0);
+static ZERO_COUNTERS: PerCpuArray<PoolHot> = PerCpuArray::with_max_entries(1, 0);
 
 #[inline(always)]
 fn config() -> ProbeConfig {
@@ -199,7 +210,7 @@ fn record_identity(pool: u64, cfg: &ProbeConfig) {
 
 /// The counters of `pool` on this CPU, created (and the pool's identity read) on first sight.
 #[inline(always)]
-fn counters(pool: u64) -> Option<&'static mut PoolCounters> {
+fn counters(pool: u64) -> Option<&'static mut PoolHot> {
     if pool == 0 {
         return None;
     }
@@ -320,6 +331,7 @@ fn record_state(pool: u64) {
             }
             st.ring_fill = fill as u32;
             st.known |= 1;
+            hist_add(pool, Hist::Fill, fill as u64);
         }
     }
     if let (Some(hold), Some(release)) = (
@@ -330,6 +342,57 @@ fn record_state(pool: u64) {
         st.known |= 2;
     }
     let _ = POOL_STATE.insert(pool, st, 0);
+}
+
+/// Which rare-event histogram of a pool.
+#[derive(Clone, Copy)]
+enum Hist {
+    Slow,
+    FullRun,
+    EmptyRun,
+    Fill,
+}
+
+/// Adds one sample of `value` to a pool's shared histogram (created on first use).
+#[inline(always)]
+fn hist_add(pool: u64, which: Hist, value: u64) {
+    let mut h = POOL_HISTS.get_ptr_mut(pool);
+    if h.is_none() {
+        let Some(zero) = ZERO_HISTS.get_ptr(0) else {
+            return;
+        };
+        // SAFETY: the zero slot is never written. BPF_NOEXIST: a racing CPU's entry stays.
+        let _ = POOL_HISTS.insert(pool, unsafe { &*zero }, 1);
+        h = POOL_HISTS.get_ptr_mut(pool);
+    }
+    let Some(h) = h else { return };
+    // SAFETY: a map value lives as long as the program runs; every writer adds atomically.
+    let h = unsafe { &mut *h };
+    let arr = match which {
+        Hist::Slow => &mut h.slow_hist,
+        Hist::FullRun => &mut h.full_run_hist,
+        Hist::EmptyRun => &mut h.empty_run_hist,
+        Hist::Fill => &mut h.fill_hist,
+    };
+    if let Some(slot) = arr.get_mut(log2_bucket(value)) {
+        // SAFETY: an aligned u64 inside the map value; BPF has an atomic add even though the
+        // target lacks compare-and-swap (so core's AtomicU64 offers no fetch_add).
+        unsafe {
+            core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
+                slot as *mut u64,
+                1,
+            )
+        };
+    }
+}
+
+/// Ends a run in progress (if any) and files its length.
+#[inline(always)]
+fn close_run(pool: u64, run: &mut u64, which: Hist) {
+    if *run > 0 {
+        hist_add(pool, which, *run);
+        *run = 0;
+    }
 }
 
 #[inline(always)]
@@ -354,7 +417,9 @@ fn on_refill_exit(pool: u64, got: u64) {
         c.refill_calls += 1;
         if got == 0 {
             c.refill_empty += 1;
+            c.empty_run += 1;
         } else {
+            close_run(pool, &mut c.empty_run, Hist::EmptyRun);
             // The refill moved `count + 1` pages: the cache now holds `count`, one was returned.
             let left = read_field::<u32>(pool, cfg.offsets.pool_alloc_count).unwrap_or(0);
             c.refill_pages += left as u64 + 1;
@@ -372,10 +437,8 @@ fn on_slow_exit() {
     if let Some(c) = counters(f.pool) {
         c.slow_calls += 1;
         c.slow_ns_sum += elapsed;
-        if let Some(slot) = c.slow_hist.get_mut(log2_bucket(elapsed)) {
-            *slot += 1;
-        }
     }
+    hist_add(f.pool, Hist::Slow, elapsed);
 }
 
 /// Adds one call of `elapsed` ns carrying `value` (when `Some`) to a site's stats.
@@ -428,8 +491,10 @@ fn on_put_exit(pool: u64, netmem: u64, released: bool) {
     c.put_calls += 1;
     if released {
         c.put_released += 1;
+        c.full_run += 1;
         return;
     }
+    close_run(pool, &mut c.full_run, Hist::FullRun);
     // Direct recycling pushes the page on top of the alloc cache, and nothing can pop it
     // before we look (the cache is only touched in this softirq context). A page sent to the
     // ring cannot also be in the cache, so "top of cache == our page" is exact.

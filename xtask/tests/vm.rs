@@ -499,6 +499,18 @@ fn vm_advice_for_a_starved_virtio_pool_holds_when_applied() {
         .unwrap_or_else(|| panic!("no advice for vnet1:\n{output}"));
     let advice = &result["advice"];
     eprintln!("advice at 256: {}", result["summary"]);
+    // The same window, live and replayed from its recording, gives the same advice.
+    let live: Value = serde_json::from_str(section(&output, "live")).unwrap();
+    let replayed = &pools_named(&diag, "vnet1")[0]["advice"];
+    let live_advice = &pools_named(&live, "vnet1")[0]["advice"];
+    assert_eq!(
+        live_advice["recommended_size"], advice["recommended_size"],
+        "live vs simulate --replay"
+    );
+    assert_eq!(
+        replayed["recommended_size"], advice["recommended_size"],
+        "diagnose --replay vs simulate --replay"
+    );
     assert_eq!(
         advice["knob"], "DeviceQueueSize",
         "virtio-net's knob is the queue size: {advice:#}"

@@ -10,21 +10,32 @@ SECS=$1
 STALL=$2
 DRAIN=$3
 
-ppscope record -o /tmp/lab.rec --duration "$((SECS + 30))s" --interval 10ms 2>/tmp/rec.err &
+wait_for() { # file pattern
+    i=0
+    until grep -q "$2" "$1" 2>/dev/null; do
+        i=$((i + 1)); [ "$i" -lt 900 ] || { cat "$1"; exit 1; }
+        sleep 0.1
+    done
+}
+
+# A recording and a live diagnose side by side over the same window: the recording must
+# replay into the advice the live run gave.
+ppscope record -o /tmp/lab.rec --duration 10m --interval 10ms 2>/tmp/rec.err &
 REC=$!
-i=0
-until grep -q "recording page_pools" /tmp/rec.err 2>/dev/null; do
-    i=$((i + 1)); [ "$i" -lt 900 ] || { cat /tmp/rec.err; exit 1; }
-    sleep 0.1
-done
+ppscope diagnose --duration 10m --json --dev vnet1 >/tmp/live.json 2>/tmp/live.err &
+LIVE=$!
+wait_for /tmp/rec.err "recording page_pools"
+wait_for /tmp/live.err "watching page_pools"
 ip netns exec ppb /lab/bursty recv 198.18.0.2:5201 "$SECS" "$STALL" "$DRAIN" >/tmp/recv.txt &
 RECV=$!
 sleep 1
 ip netns exec ppa /lab/bursty send 198.18.0.2:5201 "$SECS" >/tmp/send.txt || true
 wait "$RECV" || true
-kill -INT "$REC"
+kill -INT "$REC" "$LIVE"
 wait "$REC"
+wait "$LIVE"
 echo "@@workload"; cat /tmp/recv.txt /tmp/send.txt
+echo "@@live"; cat /tmp/live.json
 echo "@@diagnose"; ppscope diagnose --replay /tmp/lab.rec --json --dev vnet1
 echo "@@simulate"; ppscope simulate --replay /tmp/lab.rec --dev vnet1 --json
 echo "@@end"

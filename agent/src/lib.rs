@@ -5,6 +5,7 @@
 pub mod advice;
 pub mod advise_pools;
 pub mod btf;
+pub mod ethtool;
 pub mod kernel;
 pub mod kernel_view;
 pub mod lab;

@@ -236,6 +236,7 @@ fn window_snapshot(
     kernel_samples: Option<(KernelSample, KernelSample)>,
     dev: Option<&str>,
 ) -> model::Snapshot {
+    let kernel_samples_live = kernel_samples.is_some();
     let w = Window::from_samples(samples, interval);
     let mut snap = model::snapshot(
         info.kernel.clone(),
@@ -258,11 +259,42 @@ fn window_snapshot(
             .and_then(|h| u64::from_str_radix(h, 16).ok());
         p.advice = addr.and_then(|a| advice.remove(&a));
     }
+    if kernel_samples_live {
+        flag_unrebuilt_pools(&mut snap);
+    }
     if let Some(dev) = dev {
         snap.pools.retain(|p| p.ifname.as_deref() == Some(dev));
         snap.devices.retain(|d| d.ifname.as_deref() == Some(dev));
     }
     snap
+}
+
+/// A device whose configured rx ring (ethtool -g) no longer matches its pool: the resize did
+/// not rebuild the pool (virtio-net builds it once, at probe). Said in the pool's advice.
+fn flag_unrebuilt_pools(snap: &mut model::Snapshot) {
+    for p in &mut snap.pools {
+        let (Some(name), Some(index), Some(driver), Some(ring)) =
+            (p.ifname.clone(), p.ifindex, p.driver.clone(), p.ring_size)
+        else {
+            continue;
+        };
+        let Some(rx) = ppscope::ethtool::rx_ring(&name, index) else {
+            continue;
+        };
+        p.device_rx_ring = Some(rx);
+        match ppscope::ethtool::pool_size_for(&driver, rx) {
+            Some(expected) if expected != ring => {
+                let note = format!(
+                    "{name}'s rx ring is {rx} (ethtool -g) but its page_pool still has {ring} entries: the resize did not rebuild the pool ({driver} builds it when the device probes)"
+                );
+                if let Some(a) = &mut p.advice {
+                    a.evidence.push(note);
+                    a.resize_suspect = Some(ring);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Fine-grained sampling for burst profiles: 10 ms, coarser for long windows so that a

@@ -650,6 +650,8 @@ pub struct PoolView {
     pub gve_queue: Option<u32>,
     /// Entries in the ptr_ring at the pool's last refill, slow path or page release.
     pub ring_fill: Option<u32>,
+    /// The device's configured rx ring (ethtool -g), where the driver reports it.
+    pub device_rx_ring: Option<u32>,
     /// Pages out of the pool (in use by the driver, the stack or sockets), read from the
     /// pool's hold/release counters at that same moment, and the memory they pin.
     pub inflight_pages: Option<u32>,
@@ -693,6 +695,7 @@ impl PoolView {
             memory_provider: None,
             gve_queue: None,
             ring_fill: None,
+            device_rx_ring: None,
             inflight_pages: None,
             inflight_bytes: None,
             provider_allocs: None,
@@ -805,6 +808,7 @@ pub fn pool_view(
             .map(|i| i.has_memory_provider != 0),
         gve_queue: None,
         ring_fill: None,
+        device_rx_ring: None,
         inflight_pages: None,
         inflight_bytes: None,
         provider_allocs: cov.provider_alloc.then_some(c.mp_alloc_calls),

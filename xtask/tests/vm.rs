@@ -462,10 +462,15 @@ fn vm_trixie_dontneed_and_gve_without_page_pool() {
 }
 
 /// One bursty run on a lab booted with `rx_queue_size`: (diagnose JSON, simulate JSON).
-fn bursty_run(rx_queue_size: u16) -> (Value, Value, String) {
+fn bursty_run(rx_queue_size: u16, resize_rx: u16) -> (Value, Value, String) {
     let mut run = VmRun::new(workspace_root().join("xtask/vm-tests/bursty-record.sh"));
     run.rx_queue_size = Some(rx_queue_size);
-    run.args = vec!["8".into(), "150".into(), "100".into()];
+    run.args = vec![
+        "8".into(),
+        "150".into(),
+        "100".into(),
+        resize_rx.to_string(),
+    ];
     let tool = std::path::PathBuf::from(env!("CARGO_BIN_EXE_bursty"));
     run.extra.push((tool, "bursty".into()));
     let out = run_script(&run).expect("the VM lab runs");
@@ -489,7 +494,7 @@ fn measured_recycled(diag: &Value) -> f64 {
 #[ignore = "boots the VM lab: run through `cargo xtask test`"]
 fn vm_advice_for_a_starved_virtio_pool_holds_when_applied() {
     // A small vring starved by a receiver that stalls and drains.
-    let (diag, sim, output) = bursty_run(256);
+    let (diag, sim, output) = bursty_run(256, 0);
     let before = measured_recycled(&diag);
     let result = sim["results"]
         .as_array()
@@ -529,7 +534,7 @@ fn vm_advice_for_a_starved_virtio_pool_holds_when_applied() {
     );
 
     // Apply the advice: boot the lab with the advised vring and run the same workload.
-    let (diag_after, _, output_after) = bursty_run(size as u16);
+    let (diag_after, _, output_after) = bursty_run(size as u16, 0);
     let pool_size = pools_named(&diag_after, "vnet1")[0]["pool_size"].as_u64();
     assert_eq!(
         pool_size,
@@ -548,5 +553,25 @@ fn vm_advice_for_a_starved_virtio_pool_holds_when_applied() {
     assert!(
         (after - predicted).abs() <= 0.15,
         "measured {after:.3} at {size}, predicted {predicted:.3}"
+    );
+}
+
+#[test]
+#[ignore = "boots the VM lab: run through `cargo xtask test`"]
+fn vm_a_ring_resize_that_did_not_rebuild_the_pool_is_said() {
+    // virtio-net: ethtool -G resizes the vring (down from the size the device was created
+    // with; it cannot grow past it), the page_pool built at probe stays as it was.
+    let (_, _, output) = bursty_run(1024, 256);
+    let live: Value = serde_json::from_str(section(&output, "live")).unwrap();
+    let pool = pools_named(&live, "vnet1")[0].clone();
+    assert_eq!(pool["device_rx_ring"], 256, "{pool:#}");
+    assert_eq!(pool["ring_size"], 1024, "{pool:#}");
+    let advice = &pool["advice"];
+    assert_eq!(advice["resize_suspect"], 1024, "{advice:#}");
+    let evidence = advice["evidence"].to_string();
+    assert!(evidence.contains("did not rebuild the pool"), "{evidence}");
+    assert_eq!(
+        advice["knob"], "DeviceQueueSize",
+        "the knob that works: {advice:#}"
     );
 }

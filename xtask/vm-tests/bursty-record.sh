@@ -4,11 +4,19 @@
 # in ppa writing flat out, while `ppscope record` samples every 10 ms; then the recording's
 # simulation and advice for vnet1, and the measured fast-path rate at this ring size.
 #
-# Usage: bursty-record.sh SECONDS STALL_MS DRAIN_MS
+# Usage: bursty-record.sh SECONDS STALL_MS DRAIN_MS [RESIZE_RX]
+# RESIZE_RX: first `ethtool -G vnet1 rx RESIZE_RX` (virtio-net resizes its vring, at most to
+# the size the device was created with, but keeps the page_pool it built at probe: ppscope
+# should say so).
 set -eu
 SECS=$1
 STALL=$2
 DRAIN=$3
+RESIZE=${4:-0}
+if [ "$RESIZE" -gt 0 ]; then
+    ip netns exec ppb ethtool -G vnet1 rx "$RESIZE"
+    echo "@@ring"; ip netns exec ppb ethtool -g vnet1
+fi
 
 wait_for() { # file pattern
     i=0

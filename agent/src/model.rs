@@ -92,36 +92,12 @@ impl RawSample {
     }
 }
 
-macro_rules! for_each_counter {
-    ($m:ident) => {
-        $m!(
-            alloc_calls,
-            frag_calls,
-            refill_calls,
-            refill_empty,
-            refill_pages,
-            slow_calls,
-            slow_ns_sum,
-            mp_alloc_calls,
-            put_calls,
-            put_cached,
-            put_released,
-            bulk_calls,
-            bulk_pages,
-            bulk_released,
-            hold_pages,
-            release_pages,
-            mp_ns_sum
-        )
-    };
-}
-
 /// `into += other`, field by field (summing per-CPU values).
 pub fn accumulate(into: &mut PoolCounters, other: &PoolCounters) {
     macro_rules! add {
         ($($f:ident),*) => { $( into.$f = into.$f.wrapping_add(other.$f); )* };
     }
-    for_each_counter!(add);
+    ppscope_common::hot_fields!(add);
     for (into, other) in [
         (&mut into.slow_hist, &other.slow_hist),
         (&mut into.full_run_hist, &other.full_run_hist),
@@ -144,7 +120,7 @@ pub fn delta(later: &PoolCounters, earlier: &PoolCounters) -> PoolCounters {
     macro_rules! sub {
         ($($f:ident),*) => { $( d.$f = later.$f.checked_sub(earlier.$f).unwrap_or(later.$f); )* };
     }
-    for_each_counter!(sub);
+    ppscope_common::hot_fields!(sub);
     for (out, l, e) in [
         (&mut d.slow_hist, &later.slow_hist, &earlier.slow_hist),
         (

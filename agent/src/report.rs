@@ -42,14 +42,6 @@ fn share(part: Option<u64>, total: Option<u64>) -> String {
     }
 }
 
-pub fn bytes_text(b: u64) -> String {
-    match b {
-        b if b < 1 << 20 => format!("{:.1} KiB", b as f64 / 1024.0),
-        b if b < 1 << 30 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
-        b => format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64),
-    }
-}
-
 pub fn duration_ns(ns: u64) -> String {
     match ns {
         n if n < 1_000 => format!("{n} ns"),
@@ -135,7 +127,7 @@ fn pool_text(p: &PoolView, out: &mut String) {
             facts.push(format!(
                 "{} pages inflight ({})",
                 count(Some(n as u64)),
-                bytes_text(b)
+                crate::advice::bytes(b)
             ));
         }
         let _ = writeln!(
@@ -150,7 +142,7 @@ fn pool_text(p: &PoolView, out: &mut String) {
             facts.push(format!(
                 "inflight {} pages ({})",
                 count(Some(pages)),
-                bytes_text(bytes)
+                crate::advice::bytes(bytes)
             ));
         }
         if let Some(n) = k.napi_id {

@@ -8,143 +8,16 @@ use std::{
     fs,
     io::{BufRead, BufReader},
     path::Path,
-    process::{Child, Command, Output, Stdio},
+    process::{Child, Command, Stdio},
     thread,
     time::{Duration, Instant},
 };
 
 use serde_json::Value;
 
-const PPSCOPE: &str = env!("CARGO_BIN_EXE_ppscope");
+mod common;
 
-fn run(cmd: &str, args: &[&str]) -> Output {
-    let out = Command::new(cmd)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd} {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// Two namespaces joined by a veth pair, XDP on the receiving end; removed on drop.
-struct VethLab {
-    ns_tx: String,
-    ns_rx: String,
-    dev_rx: String,
-    xdp: Option<Child>,
-}
-
-impl VethLab {
-    fn new(tag: &str, subnet: u8) -> Self {
-        let id = std::process::id() % 100_000;
-        let lab = Self {
-            ns_tx: format!("ppt-{tag}-tx-{id}"),
-            ns_rx: format!("ppt-{tag}-rx-{id}"),
-            dev_rx: format!("pr{tag}{id}"),
-            xdp: None,
-        };
-        let dev_tx = format!("pt{tag}{id}");
-        run("ip", &["netns", "add", &lab.ns_tx]);
-        run("ip", &["netns", "add", &lab.ns_rx]);
-        run(
-            "ip",
-            &[
-                "link",
-                "add",
-                &dev_tx,
-                "netns",
-                &lab.ns_tx,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &lab.dev_rx,
-                "netns",
-                &lab.ns_rx,
-            ],
-        );
-        let tx_addr = format!("198.18.{subnet}.1/24");
-        let rx_addr = format!("198.18.{subnet}.2/24");
-        for (ns, dev, addr) in [
-            (&lab.ns_tx, &dev_tx, &tx_addr),
-            (&lab.ns_rx, &lab.dev_rx, &rx_addr),
-        ] {
-            run("ip", &["-n", ns, "addr", "add", addr, "dev", dev]);
-            run("ip", &["-n", ns, "link", "set", dev, "up"]);
-            run("ip", &["-n", ns, "link", "set", "lo", "up"]);
-        }
-        lab
-    }
-
-    fn attach_xdp(&mut self) {
-        let mut child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.ns_rx,
-                PPSCOPE,
-                "lab",
-                "xdp",
-                &self.dev_rx,
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn ppscope lab xdp");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(line.contains("attached"), "lab xdp said: {line:?}");
-        self.xdp = Some(child);
-    }
-
-    /// iperf3 from tx to rx for `secs` seconds.
-    fn traffic(&self, subnet: u8, secs: u32) {
-        let mut server = Command::new("ip")
-            .args(["netns", "exec", &self.ns_rx, "iperf3", "-s", "-1"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("iperf3 server (is iperf3 installed? cargo xtask setup)");
-        thread::sleep(Duration::from_millis(500));
-        let server_addr = format!("198.18.{subnet}.2");
-        let client = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.ns_tx,
-                "iperf3",
-                "-c",
-                &server_addr,
-                "-t",
-                &secs.to_string(),
-            ])
-            .output()
-            .expect("iperf3 client");
-        let _ = server.wait();
-        assert!(
-            client.status.success(),
-            "iperf3: {}",
-            String::from_utf8_lossy(&client.stderr)
-        );
-    }
-}
-
-impl Drop for VethLab {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.xdp.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        for ns in [&self.ns_tx, &self.ns_rx] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
-}
+use common::{run, VethLab, PPSCOPE};
 
 /// Starts `ppscope diagnose` and returns once it says it is watching.
 fn start_diagnose(args: &[&str]) -> Child {
@@ -186,7 +59,7 @@ fn tracepoints_see_slow_path_pages_on_a_veth_xdp_pool() {
     let mut lab = VethLab::new("a", 20);
     let diag = start_diagnose(&["--duration", "6s", "--json", "--backend", "tracepoint"]);
     lab.attach_xdp();
-    lab.traffic(20, 2);
+    lab.traffic(2);
     let report = finish_json(diag);
 
     assert_eq!(
@@ -241,7 +114,7 @@ fn text_report_names_the_pool_and_the_missing_hooks() {
     let mut lab = VethLab::new("b", 21);
     let diag = start_diagnose(&["--duration", "5s", "--dev", &lab.dev_rx.clone()]);
     lab.attach_xdp();
-    lab.traffic(21, 2);
+    lab.traffic(2);
     let out = diag.wait_with_output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
@@ -379,7 +252,7 @@ fn a_recording_replays_into_the_same_report() {
         .unwrap();
     assert!(line.contains("recording page_pools"), "{line}");
     lab.attach_xdp();
-    lab.traffic(23, 2);
+    lab.traffic(2);
     assert!(rec.wait().unwrap().success());
 
     let out = run(

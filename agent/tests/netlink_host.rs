@@ -8,190 +8,13 @@
 //! They need root (namespaces, BPF), so they are `#[ignore]`d for a plain `cargo test`;
 //! `cargo xtask test` runs them. Traffic stays between the test's own namespaces
 //! (198.18.0.0/15, the benchmark range).
-use std::{
-    ffi::CString,
-    fs::File,
-    io::{BufRead, BufReader},
-    os::fd::AsRawFd,
-    process::{Child, ChildStdout, Command, Output, Stdio},
-    thread,
-    time::{Duration, Instant},
-};
+use std::{ffi::CString, fs::File, os::fd::AsRawFd, thread};
 
 use ppscope::netlink::{self, NetlinkPool, StatsAvailability};
 
-const PPSCOPE: &str = env!("CARGO_BIN_EXE_ppscope");
-const TX_ADDR: &str = "198.18.40.1";
-const RX_ADDR: &str = "198.18.40.2";
+mod common;
 
-fn run(cmd: &str, args: &[&str]) -> Output {
-    let out = Command::new(cmd)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd} {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// Kills and reaps a child; for cleanup paths.
-fn stop(child: &mut Child) {
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
-/// Two namespaces joined by a veth pair, XDP on the receiving end; all removed on drop,
-/// whichever way the test ends.
-struct Lab {
-    ns_tx: String,
-    ns_rx: String,
-    dev_tx: String,
-    dev_rx: String,
-    xdp: Option<(Child, BufReader<ChildStdout>)>,
-    iperf_server: Option<Child>,
-}
-
-impl Lab {
-    fn new(tag: &str) -> Self {
-        let id = std::process::id();
-        let mut lab = Self {
-            ns_tx: format!("ppnl-{tag}-tx-{id}"),
-            ns_rx: format!("ppnl-{tag}-rx-{id}"),
-            dev_tx: format!("nt{tag}{id}"),
-            dev_rx: format!("nr{tag}{id}"),
-            xdp: None,
-            iperf_server: None,
-        };
-        // From here on, Drop removes whatever was made.
-        run("ip", &["netns", "add", &lab.ns_tx]);
-        run("ip", &["netns", "add", &lab.ns_rx]);
-        run(
-            "ip",
-            &[
-                "link",
-                "add",
-                &lab.dev_tx,
-                "netns",
-                &lab.ns_tx,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &lab.dev_rx,
-                "netns",
-                &lab.ns_rx,
-            ],
-        );
-        let (tx_cidr, rx_cidr) = (format!("{TX_ADDR}/24"), format!("{RX_ADDR}/24"));
-        for (ns, dev, addr) in [
-            (&lab.ns_tx, &lab.dev_tx, &tx_cidr),
-            (&lab.ns_rx, &lab.dev_rx, &rx_cidr),
-        ] {
-            run("ip", &["-n", ns, "addr", "add", addr, "dev", dev]);
-            run("ip", &["-n", ns, "link", "set", dev, "up"]);
-            run("ip", &["-n", ns, "link", "set", "lo", "up"]);
-        }
-        lab.attach_xdp();
-        lab
-    }
-
-    fn attach_xdp(&mut self) {
-        let mut child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.ns_rx,
-                PPSCOPE,
-                "lab",
-                "xdp",
-                &self.dev_rx,
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn ppscope lab xdp");
-        // Keep the pipe open for the child's lifetime: a later print must not hit EPIPE.
-        let out = BufReader::new(child.stdout.take().unwrap());
-        self.xdp = Some((child, out));
-        let mut line = String::new();
-        self.xdp.as_mut().unwrap().1.read_line(&mut line).unwrap();
-        assert!(line.contains("attached"), "lab xdp said: {line:?}");
-    }
-
-    /// iperf3 from tx to rx for `secs` seconds.
-    fn traffic(&mut self, secs: u32) {
-        let server = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.ns_rx,
-                "iperf3",
-                "-s",
-                "-1",
-                "-B",
-                RX_ADDR,
-            ])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("iperf3 server (is iperf3 installed? cargo xtask setup)");
-        self.iperf_server = Some(server);
-        thread::sleep(Duration::from_millis(500));
-        let client = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.ns_tx,
-                "iperf3",
-                "-c",
-                RX_ADDR,
-                "-t",
-                &secs.to_string(),
-                "--connect-timeout",
-                "3000",
-            ])
-            .output()
-            .expect("iperf3 client");
-        assert!(
-            client.status.success(),
-            "iperf3: {}",
-            String::from_utf8_lossy(&client.stderr)
-        );
-        // The one-off server exits after its client; do not wait for it forever.
-        let mut server = self.iperf_server.take().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while server.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-            thread::sleep(Duration::from_millis(50));
-        }
-        stop(&mut server);
-    }
-
-    /// Whether the receiving veth reports page_pool counters through ethtool (`rx_pp_*`), which
-    /// it does exactly when the kernel has `CONFIG_PAGE_POOL_STATS`.
-    fn ethtool_has_pp_stats(&self) -> bool {
-        let out = run(
-            "ip",
-            &["netns", "exec", &self.ns_rx, "ethtool", "-S", &self.dev_rx],
-        );
-        String::from_utf8_lossy(&out.stdout).contains("rx_pp_")
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        if let Some(s) = self.iperf_server.as_mut() {
-            stop(s);
-        }
-        if let Some((c, _)) = self.xdp.as_mut() {
-            stop(c);
-        }
-        for ns in [&self.ns_tx, &self.ns_rx] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
-}
+use common::VethLab;
 
 /// Runs `f` in a thread that has entered the network namespace `ns` (setns on
 /// `/run/netns/NS`): netlink sockets it opens answer for that namespace.
@@ -224,7 +47,8 @@ fn ifindex_in(ns: &str, dev: &str) -> u32 {
 #[test]
 #[ignore = "needs root: run through cargo xtask test"]
 fn netlink_page_pool_get_answers_inside_a_namespace_with_a_veth_xdp_pool() {
-    let mut lab = Lab::new("a");
+    let mut lab = VethLab::new("na", 40);
+    lab.attach_xdp();
     lab.traffic(2);
     let ifindex = ifindex_in(&lab.ns_rx, &lab.dev_rx);
 
@@ -276,7 +100,8 @@ fn netlink_page_pool_get_answers_inside_a_namespace_with_a_veth_xdp_pool() {
 #[test]
 #[ignore = "needs root: run through cargo xtask test"]
 fn netlink_stats_match_the_kernel_config() {
-    let mut lab = Lab::new("b");
+    let mut lab = VethLab::new("nb", 41);
+    lab.attach_xdp();
     lab.traffic(2);
     let ifindex = ifindex_in(&lab.ns_rx, &lab.dev_rx);
     let kernel_keeps_stats = lab.ethtool_has_pp_stats();

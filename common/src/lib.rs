@@ -258,6 +258,9 @@ pub struct PoolCounters {
     pub fill_hist: [u64; LATENCY_BUCKETS],
 }
 
+/// Calls `$m!(field, field, ...)` with every summed hot counter of [`PoolHot`] (not the
+/// per-CPU runs in progress): one list for every place that walks them.
+#[macro_export]
 macro_rules! hot_fields {
     ($m:ident) => {
         $m!(

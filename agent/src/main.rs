@@ -87,6 +87,24 @@ struct DiagnoseArgs {
 }
 
 #[derive(clap::Args)]
+struct AgentArgs {
+    /// Where to serve /metrics, /api/v1/snapshot and /healthz.
+    #[arg(long, default_value = "127.0.0.1:9464")]
+    listen: std::net::SocketAddr,
+    /// Time between collections.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    interval: Duration,
+    /// At most this many pools are exported; the rest are counted in ppscope_series_dropped_total.
+    #[arg(long, default_value_t = 2000)]
+    max_pools: usize,
+    /// A pool whose counters have not moved for this long leaves the metrics.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    grace: Duration,
+    #[command(flatten)]
+    probe: ProbeArgs,
+}
+
+#[derive(clap::Args)]
 struct SimulateArgs {
     /// A built-in workload: gve-devmem-alltoall, many-sockets, healthy.
     #[arg(long, conflicts_with = "replay")]
@@ -127,6 +145,8 @@ enum Command {
     Record(RecordArgs),
     /// Replay a burst profile (a scenario or a recording) at other ring sizes, and advise.
     Simulate(SimulateArgs),
+    /// Run headless and export metrics for Prometheus (until SIGTERM or Ctrl-C).
+    Agent(AgentArgs),
     /// Check what ppscope can measure on this kernel, and why not where it cannot.
     Doctor {
         #[arg(long)]
@@ -452,6 +472,102 @@ fn simulate_cmd(opts: &SimulateArgs) -> Result<()> {
     print_out(&out)
 }
 
+/// The agent: collect every interval, keep the snapshot since start for the HTTP side, stop
+/// cleanly on SIGTERM/SIGINT (the probes detach as the process ends).
+fn agent_cmd(opts: &AgentArgs) -> Result<()> {
+    use std::{
+        collections::{HashMap, VecDeque},
+        sync::{Arc, Mutex},
+        time::Instant,
+    };
+    let interrupt = Interrupt::new()?;
+    // Listen first: a busy port is reported before anything is loaded into the kernel.
+    let shared = Arc::new(Mutex::new(ppscope::serve::Shared::default()));
+    let server = ppscope::serve::HttpServer::start(
+        opts.listen,
+        shared.clone(),
+        opts.interval,
+        opts.max_pools,
+    )?;
+    let probes = opts.probe.start()?;
+    let attached = probes.hooks.iter().filter(|h| h.attached()).count();
+    eprintln!(
+        "ppscope: agent serving http://{}/metrics every {} ({attached}/{} hooks attached)",
+        server.addr,
+        humantime::format_duration(opts.interval),
+        probes.hooks.len()
+    );
+    let first = probes.sample()?;
+    let kernel_first = KernelSample::read();
+    // A rolling window of recent samples for the advice (one minute of steps).
+    let mut recent: VecDeque<RawSample> = VecDeque::from([first.clone()]);
+    let mut last_moved: HashMap<String, (u64, Instant)> = HashMap::new();
+    let mut stats = ppscope::exporter::SelfStats::default();
+    loop {
+        if interrupt.wait(opts.interval) {
+            break;
+        }
+        let started = Instant::now();
+        let cur = match probes.sample() {
+            Ok(s) => s,
+            Err(e) => {
+                // Keep serving the last values; say so in the self-metrics.
+                stats.collection_errors += 1;
+                eprintln!("ppscope: collection failed: {e:#}");
+                shared.lock().expect("not poisoned").stats = stats.clone();
+                continue;
+            }
+        };
+        let kernel_now = KernelSample::read();
+        let mut snap = model::snapshot(
+            kernel::release(),
+            &first,
+            &cur,
+            &probes.coverage,
+            &probes.hooks,
+        );
+        kernel_view::merge(&mut snap, &kernel_first, &kernel_now);
+        model::name_drop_reasons(&mut snap, &probes.drop_reasons);
+        recent.push_back(cur);
+        while recent.len() > 61 {
+            recent.pop_front();
+        }
+        let window: Vec<RawSample> = recent.iter().cloned().collect();
+        let mut advice =
+            advise_pools::advise_window(&window, &probes.coverage, advise_pools::DEFAULT_TARGET);
+        for p in &mut snap.pools {
+            let addr = p
+                .pool
+                .strip_prefix("0x")
+                .and_then(|h| u64::from_str_radix(h, 16).ok());
+            p.advice = addr.and_then(|a| advice.remove(&a));
+        }
+        // Pools that stopped moving leave the metrics after the grace period.
+        let now = Instant::now();
+        snap.pools.retain(|p| {
+            let activity = p.activity();
+            let entry = last_moved.entry(p.pool.clone()).or_insert((activity, now));
+            if entry.0 != activity {
+                *entry = (activity, now);
+            }
+            now.duration_since(entry.1) <= opts.grace
+        });
+        last_moved.retain(|_, (_, t)| now.duration_since(*t) <= opts.grace * 2);
+        stats.collections += 1;
+        stats.last_collection_seconds = started.elapsed().as_secs_f64();
+        stats.pools_tracked = snap.pools.len();
+        let mut sh = shared.lock().expect("not poisoned");
+        let last_scrape = sh.stats.last_scrape_seconds;
+        sh.stats = stats.clone();
+        sh.stats.last_scrape_seconds = last_scrape;
+        sh.snapshot = Some(snap);
+        sh.last_collection = Some(now);
+    }
+    server.stop();
+    eprintln!("ppscope: agent stopped");
+    Ok(())
+}
+
 fn record_cmd(opts: &RecordArgs) -> Result<()> {
     let probes = opts.probe.start()?;
     let header = record::Header {
@@ -581,6 +697,7 @@ fn main() -> ExitCode {
         Command::Diagnose(args) => diagnose(&args),
         Command::Record(args) => record_cmd(&args),
         Command::Simulate(args) => simulate_cmd(&args),
+        Command::Agent(args) => agent_cmd(&args),
         Command::Doctor { json, probe } => doctor(json, &probe),
         Command::Lab {
             command: LabCommand::Xdp { dev },

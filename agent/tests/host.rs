@@ -321,3 +321,256 @@ fn the_seed_scenario_is_advised_16384_and_many_sockets_not_to_grow() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("there are: gve-devmem-alltoall"));
 }
+
+/// A plain HTTP GET on loopback: (status, body); None when nothing answers (yet).
+fn try_http_get(addr: &str, path: &str, accept: Option<&str>) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    let accept = accept
+        .map(|a| format!("Accept: {a}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{accept}Connection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).ok()?;
+    let status = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = raw
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Some((status, body))
+}
+
+fn http_get(addr: &str, path: &str, accept: Option<&str>) -> (u16, String) {
+    try_http_get(addr, path, accept).unwrap_or_else(|| panic!("nothing answers on {addr}"))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn our_programs_loaded() -> usize {
+    aya::programs::loaded_programs()
+        .filter_map(|p| p.ok())
+        .filter(|p| {
+            p.name_as_str()
+                .is_some_and(|n| n == "tp_state_hold" || n == "tp_state_release")
+        })
+        .count()
+}
+
+/// Kills a child on drop (a failed assertion must not leave a server running).
+struct Reaper(Child);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+#[ignore = "needs root: run through `cargo xtask test`"]
+fn a_real_prometheus_scrapes_the_agent() {
+    let mut lab = VethLab::new("e", 24);
+    let before = our_programs_loaded();
+    let (mut agent, addr) = start_agent();
+    // Busy port: one sentence, non-zero, nothing loaded.
+    let out = Command::new(PPSCOPE)
+        .args(["agent", "--listen", &addr])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Address already in use"));
+
+    lab.attach_xdp();
+    lab.traffic(1);
+
+    let dir = std::env::temp_dir().join(format!("ppscope-prom-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    let prom_port = free_port();
+    fs::write(
+        dir.join("prometheus.yml"),
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: ppscope\n    static_configs:\n      - targets: ['{addr}']\n"
+        ),
+    )
+    .unwrap();
+    let prom = Reaper(
+        Command::new("prometheus")
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus (Debian package prometheus; cargo xtask setup installs it)"),
+    );
+    let prom_addr = format!("127.0.0.1:{prom_port}");
+    let series = format!(
+        "ppscope_page_pool_pages_allocated_total{{device=\"{}\"}}",
+        lab.dev_rx
+    );
+    let query = |q: &str| -> Option<f64> {
+        let (status, body) = try_http_get(
+            &prom_addr,
+            &format!("/api/v1/query?query={}", urlencode(q)),
+            None,
+        )?;
+        if status != 200 {
+            return None;
+        }
+        let v: Value = serde_json::from_str(&body).ok()?;
+        v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+    };
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let mut first = None;
+    while Instant::now() < deadline {
+        if let Some(v) = query(&series).filter(|v| *v > 0.0) {
+            first = Some(v);
+            break;
+        }
+        thread::sleep(Duration::from_millis(500));
+    }
+    let first = first.unwrap_or_else(|| panic!("Prometheus never saw {series}"));
+    lab.traffic(1);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut later = first;
+    while Instant::now() < deadline && later <= first {
+        thread::sleep(Duration::from_millis(500));
+        later = query(&series).unwrap_or(first);
+    }
+    assert!(later > first, "{series} did not grow: {first} → {later}");
+    // One query each for "which pool's ring is overflowing" and "its slow-path p99".
+    assert!(query("topk(1, rate(ppscope_page_pool_pages_released_total[1m]))").is_some());
+    drop(prom);
+
+    // The exposition passes promtool, in both formats the agent speaks.
+    let (status, body) = http_get(&addr, "/metrics", None);
+    assert_eq!(status, 200);
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool");
+    {
+        use std::io::Write;
+        check
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(body.as_bytes())
+            .unwrap();
+    }
+    let checked = check.wait_with_output().unwrap();
+    assert!(
+        checked.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    let (_, om) = http_get(
+        &addr,
+        "/metrics",
+        Some("application/openmetrics-text; version=1.0.0"),
+    );
+    assert!(om.ends_with("# EOF\n"), "{om}");
+    let (status, snap) = http_get(&addr, "/api/v1/snapshot", None);
+    assert_eq!(status, 200);
+    let snap: Value = serde_json::from_str(&snap).unwrap();
+    assert!(snap["pools"].is_array() && snap["backends"].is_object());
+    assert_eq!(http_get(&addr, "/healthz", None).0, 200);
+
+    // SIGTERM: exit 0, and none of its programs stay loaded.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(agent.0.id() as i32, libc::SIGTERM) };
+    let status = agent.0.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    // The kernel frees a program shortly after its last fd closes (RCU): give it a moment.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while our_programs_loaded() > before && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(our_programs_loaded(), before, "programs left behind");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Starts `ppscope agent` on a free loopback port; returns it and its address.
+fn start_agent() -> (Reaper, String) {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut agent = Reaper(
+        Command::new(PPSCOPE)
+            .args(["agent", "--listen", &addr, "--interval", "300ms"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    let err = agent.0.stderr.take().unwrap();
+    thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("agent starts");
+    assert!(line.contains("agent serving"), "{line}");
+    (agent, addr)
+}
+
+fn metric(text: &str, name: &str, label: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.split(['{', ' ']).next() == Some(name) && l.contains(label))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+#[test]
+#[ignore = "needs root: run through `cargo xtask test`"]
+fn two_agents_side_by_side_count_the_same() {
+    let mut lab = VethLab::new("f", 25);
+    let (_a, addr_a) = start_agent();
+    let (_b, addr_b) = start_agent();
+    lab.attach_xdp();
+    lab.traffic(1);
+    thread::sleep(Duration::from_millis(1200));
+    let label = format!("device=\"{}\"", lab.dev_rx);
+    let name = "ppscope_page_pool_pages_allocated_total";
+    let a = metric(&http_get(&addr_a, "/metrics", None).1, name, &label);
+    let b = metric(&http_get(&addr_b, "/metrics", None).1, name, &label);
+    assert!(a > 0.0, "agent A saw nothing");
+    assert!((a - b).abs() <= 0.02 * a, "agents disagree: {a} vs {b}");
+}

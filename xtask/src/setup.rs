@@ -127,6 +127,9 @@ pub const PACKAGES: &[DebPackage] = &[
     deb("dash",                    Bookworm,  None,          "the VM lab guest's /bin/sh"),
     deb("util-linux",              Bookworm,  None,          "setpriv for the unprivileged-user tests"),
     deb("debian-archive-keyring",  Bookworm,  None,          "verifies the Debian kernels the VM lab fetches"),
+    deb("prometheus",              Bookworm,  None,          "a real Prometheus and promtool for the exporter and deploy tests"),
+    deb("python3-yaml",            Bookworm,  None,          "parses the Kubernetes and Prometheus YAML in the deploy tests"),
+    deb("systemd",                 Bookworm,  None,          "systemd-analyze verifies the agent's unit"),
     deb("binutils",                Bookworm,  None,          "strip for the lab binaries"),
     deb("qemu-system-x86",         Backports, Some("1:10"),  "the VM lab (>= 10; bookworm's 7.2 is too old)"),
 ];

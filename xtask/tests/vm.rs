@@ -575,3 +575,71 @@ fn vm_a_ring_resize_that_did_not_rebuild_the_pool_is_said() {
         "{evidence}"
     );
 }
+
+/// Values of the `name{labels} value` lines whose labels contain every one of `labels`.
+fn metric_values(text: &str, name: &str, labels: &[&str]) -> Vec<f64> {
+    text.lines()
+        .filter(|l| l.split(['{', ' ']).next() == Some(name))
+        .filter(|l| labels.iter().all(|want| l.contains(want)))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse().ok())
+        .collect()
+}
+
+#[test]
+#[ignore = "boots the VM lab: run through `cargo xtask test`"]
+fn vm_agent_exports_the_full_histogram_set_and_agrees_with_diagnose() {
+    let mut run = VmRun::new(workspace_root().join("xtask/vm-tests/agent-lab.sh"));
+    run.args = vec!["fentry".into(), "3".into()];
+    let tool = std::path::PathBuf::from(env!("CARGO_BIN_EXE_devmem-dontneed"));
+    run.extra.push((tool, "devmem-dontneed".into()));
+    let out = run_script(&run).expect("the VM lab runs");
+    assert_eq!(out.status, 0, "lab script failed:\n{}", out.output);
+    let metrics = section(&out.output, "metrics");
+    let diag: Value = serde_json::from_str(section(&out.output, "diag")).unwrap();
+    assert!(
+        out.output.contains("@@agent-exit 0"),
+        "SIGTERM must exit 0:\n{}",
+        out.output
+    );
+
+    // The histograms: slow path per pool, SO_DEVMEM_DONTNEED, with cumulative buckets.
+    for family in [
+        "ppscope_page_pool_slow_path_seconds",
+        "ppscope_devmem_dontneed_seconds",
+    ] {
+        let inf = metric_values(metrics, &format!("{family}_bucket"), &["le=\"+Inf\""]);
+        assert!(!inf.is_empty(), "{family} missing:\n{metrics}");
+        let count = metric_values(metrics, &format!("{family}_count"), &[]);
+        assert_eq!(
+            inf.iter().sum::<f64>(),
+            count.iter().sum::<f64>(),
+            "{family}"
+        );
+    }
+    assert_eq!(
+        metric_values(metrics, "ppscope_devmem_dontneed_seconds_count", &[]),
+        vec![9.0]
+    );
+    assert!(metrics.contains("ppscope_hook_attached{hook=\"alloc\",backend=\"fentry\"} 1"));
+
+    // The veth pool's counts: the agent (since its start) and diagnose (its window) both
+    // cover the pool's whole life.
+    let veth = pools_named(&diag, "veth1");
+    let total = sum(&veth, &["alloc", "total"]) as f64;
+    assert!(total > 1000.0, "too little traffic: {total}");
+    for kind in ["cache", "ring", "slow"] {
+        let kind_label = format!("kind=\"{kind}\"");
+        let agent: f64 = metric_values(
+            metrics,
+            "ppscope_page_pool_alloc_total",
+            &["device=\"veth1\"", &kind_label],
+        )
+        .iter()
+        .sum();
+        let diagnose = sum(&veth, &["alloc", kind]) as f64;
+        assert!(
+            (agent - diagnose).abs() <= 0.02 * total,
+            "{kind}: agent {agent} vs diagnose {diagnose} (of {total})"
+        );
+    }
+}

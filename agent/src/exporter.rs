@@ -18,6 +18,10 @@ pub struct SelfStats {
     pub last_scrape_seconds: f64,
     pub series_dropped: u64,
     pub pools_tracked: usize,
+    /// Pools in the kernel's per-pool map, and its capacity (LRU: the least recently seen
+    /// pool is evicted when full).
+    pub map_entries: usize,
+    pub map_capacity: usize,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -357,7 +361,19 @@ pub fn render(snap: &Snapshot, me: &SelfStats, format: Format, max_pools: usize)
         )
         .sample("", "", o.runs as f64);
     }
-    let selfs: [(&'static str, &str, &str, f64); 6] = [
+    let selfs: [(&'static str, &str, &str, f64); 8] = [
+        (
+            "ppscope_map_entries",
+            "gauge",
+            "Pools in ppscope's per-pool kernel map.",
+            me.map_entries as f64,
+        ),
+        (
+            "ppscope_map_capacity",
+            "gauge",
+            "Capacity of that map; at capacity the least recently seen pool is evicted.",
+            me.map_capacity as f64,
+        ),
         (
             "ppscope_collections_total",
             "counter",

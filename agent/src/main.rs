@@ -518,6 +518,8 @@ fn agent_cmd(opts: &AgentArgs) -> Result<()> {
                 continue;
             }
         };
+        stats.map_entries = cur.pools.len();
+        stats.map_capacity = ppscope_common::MAX_POOLS as usize;
         let kernel_now = KernelSample::read();
         let mut snap = model::snapshot(
             kernel::release(),

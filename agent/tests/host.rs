@@ -490,6 +490,11 @@ fn a_real_prometheus_scrapes_the_agent() {
         String::from_utf8_lossy(&checked.stdout),
         String::from_utf8_lossy(&checked.stderr)
     );
+    assert!(
+        body.contains("ppscope_map_capacity 4096"),
+        "self-metrics: {body}"
+    );
+    assert!(body.contains("ppscope_hook_attached{hook=\"page_hold\",backend=\"tracepoint\"} 1"));
     let (_, om) = http_get(
         &addr,
         "/metrics",

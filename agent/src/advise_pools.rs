@@ -121,6 +121,19 @@ pub fn advise_window(samples: &[RawSample], cov: &Coverage, target: f64) -> Hash
         .collect()
 }
 
+/// Computes the advice of every pool of a window and hangs it on the snapshot's pools.
+pub fn attach(
+    snap: &mut crate::model::Snapshot,
+    samples: &[RawSample],
+    cov: &Coverage,
+    target: f64,
+) {
+    let mut advice = advise_window(samples, cov, target);
+    for p in &mut snap.pools {
+        p.advice = advice.remove(&p.addr);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

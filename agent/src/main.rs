@@ -270,15 +270,12 @@ fn window_snapshot(
     }
     model::name_drop_reasons(&mut snap, info.drop_reasons);
     snap.timeline = model::keep_steps_of(w.steps, &snap.devices);
-    let mut advice =
-        advise_pools::advise_window(samples, info.coverage, advise_pools::DEFAULT_TARGET);
-    for p in &mut snap.pools {
-        let addr = p
-            .pool
-            .strip_prefix("0x")
-            .and_then(|h| u64::from_str_radix(h, 16).ok());
-        p.advice = addr.and_then(|a| advice.remove(&a));
-    }
+    advise_pools::attach(
+        &mut snap,
+        samples,
+        info.coverage,
+        advise_pools::DEFAULT_TARGET,
+    );
     if kernel_samples_live {
         flag_unrebuilt_pools(&mut snap);
     }
@@ -420,11 +417,7 @@ fn simulate_cmd(opts: &SimulateArgs) -> Result<()> {
                 {
                     continue;
                 }
-                let addr = p
-                    .pool
-                    .strip_prefix("0x")
-                    .and_then(|h| u64::from_str_radix(h, 16).ok());
-                let Some(a) = addr.and_then(|a| advice.get(&a)) else {
+                let Some(a) = advice.get(&p.addr) else {
                     continue;
                 };
                 results.push(serde_json::json!({
@@ -535,15 +528,12 @@ fn agent_cmd(opts: &AgentArgs) -> Result<()> {
             recent.pop_front();
         }
         let window: Vec<RawSample> = recent.iter().cloned().collect();
-        let mut advice =
-            advise_pools::advise_window(&window, &probes.coverage, advise_pools::DEFAULT_TARGET);
-        for p in &mut snap.pools {
-            let addr = p
-                .pool
-                .strip_prefix("0x")
-                .and_then(|h| u64::from_str_radix(h, 16).ok());
-            p.advice = addr.and_then(|a| advice.remove(&a));
-        }
+        advise_pools::attach(
+            &mut snap,
+            &window,
+            &probes.coverage,
+            advise_pools::DEFAULT_TARGET,
+        );
         // Pools that stopped moving leave the metrics after the grace period.
         let now = Instant::now();
         snap.pools.retain(|p| {

@@ -609,6 +609,9 @@ pub struct BurstView {
 pub struct PoolView {
     /// Kernel address of the `struct page_pool`: the only identity when nothing else is known.
     pub pool: String,
+    /// The same address as a number (0 for a pool known only from netlink).
+    #[serde(skip)]
+    pub addr: u64,
     /// Kernel address of its net_device (0: unknown), to join NAPI and drop records.
     #[serde(skip)]
     pub netdev: u64,
@@ -659,6 +662,7 @@ impl PoolView {
     pub fn unprobed(netlink_id: u32, ifindex: Option<u32>) -> Self {
         Self {
             pool: format!("netlink:{netlink_id}"),
+            addr: 0,
             netdev: 0,
             ifname: ifindex.and_then(crate::kernel::ifname_of),
             driver: None,
@@ -771,6 +775,7 @@ pub fn pool_view(
     };
     PoolView {
         pool: format!("{pool:#x}"),
+        addr: pool,
         netdev: id.map_or(0, |i| i.netdev),
         ifname: known(PoolIdentity::KNOWN_IFNAME).and_then(|i| ifname(&i.ifname)),
         driver: id.and_then(|i| ifname(&i.driver)),

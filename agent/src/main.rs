@@ -336,14 +336,16 @@ fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
         None => {
             let probes = opts.probe.start()?;
             let attached = probes.hooks.iter().filter(|h| h.attached()).count();
+            // The signal handler and the baseline come before the message that tells a
+            // script the window has started: nothing it does after that can be missed.
+            let interrupt = Interrupt::new()?;
+            let first = probes.sample()?;
+            let kernel_first = KernelSample::read();
             eprintln!(
                 "ppscope: watching page_pools for {} ({attached}/{} hooks attached)",
                 humantime::format_duration(opts.duration),
                 probes.hooks.len()
             );
-            let interrupt = Interrupt::new()?;
-            let first = probes.sample()?;
-            let kernel_first = KernelSample::read();
             let step = profile_interval(opts.duration);
             let mut samples = vec![first];
             loop {
@@ -484,14 +486,14 @@ fn agent_cmd(opts: &AgentArgs) -> Result<()> {
     )?;
     let probes = opts.probe.start()?;
     let attached = probes.hooks.iter().filter(|h| h.attached()).count();
+    let first = probes.sample()?;
+    let kernel_first = KernelSample::read();
     eprintln!(
         "ppscope: agent serving http://{}/metrics every {} ({attached}/{} hooks attached)",
         server.addr,
         humantime::format_duration(opts.interval),
         probes.hooks.len()
     );
-    let first = probes.sample()?;
-    let kernel_first = KernelSample::read();
     // A rolling window of recent samples for the advice (one minute of steps).
     let mut recent: VecDeque<RawSample> = VecDeque::from([first.clone()]);
     let mut last_moved: HashMap<String, (u64, Instant)> = HashMap::new();
@@ -574,16 +576,16 @@ fn record_cmd(opts: &RecordArgs) -> Result<()> {
         drop_reasons: probes.drop_reasons.clone(),
     };
     let mut writer = record::Writer::create(&opts.output, &header)?;
+    let interrupt = Interrupt::new()?;
+    let first = probes.sample()?;
+    let start = first.at;
+    writer.append(&record::Frame::from_sample(&first, start))?;
     eprintln!(
         "ppscope: recording page_pools to {} for {} (every {})",
         opts.output.display(),
         humantime::format_duration(opts.duration),
         humantime::format_duration(opts.interval)
     );
-    let interrupt = Interrupt::new()?;
-    let first = probes.sample()?;
-    let start = first.at;
-    writer.append(&record::Frame::from_sample(&first, start))?;
     let mut frames = 1u64;
     loop {
         let elapsed = start.elapsed();

@@ -456,19 +456,7 @@ mod tests {
         id.queue_idx = 0;
         id.known =
             PoolIdentity::KNOWN_IFNAME | PoolIdentity::KNOWN_NETLINK_ID | PoolIdentity::KNOWN_QUEUE;
-        Snapshot {
-            kernel: "k".into(),
-            duration_seconds: 1.0,
-            pools: vec![pool_view(0x10, &c, Some(&id), &cov)],
-            devmem: None,
-            gve: None,
-            page_return: None,
-            overhead: None,
-            kernel_source: None,
-            devices: Vec::new(),
-            timeline: Vec::new(),
-            backends: Default::default(),
-        }
+        Snapshot::with_pools("k", 1.0, vec![pool_view(0x10, &c, Some(&id), &cov)])
     }
 
     fn lines<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {

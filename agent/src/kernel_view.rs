@@ -234,19 +234,7 @@ mod tests {
     }
 
     fn snapshot_with(pool: PoolView) -> Snapshot {
-        Snapshot {
-            kernel: "k".into(),
-            duration_seconds: 1.0,
-            pools: vec![pool],
-            devmem: None,
-            gve: None,
-            page_return: None,
-            overhead: None,
-            kernel_source: None,
-            devices: Vec::new(),
-            timeline: Vec::new(),
-            backends: Default::default(),
-        }
+        Snapshot::with_pools("k", 1.0, vec![pool])
     }
 
     fn sample(pools: Vec<NetlinkPool>, st: Vec<NetlinkPoolStats>) -> KernelSample {

@@ -859,6 +859,29 @@ pub struct Snapshot {
     pub backends: std::collections::BTreeMap<String, HookStatus>,
 }
 
+impl Snapshot {
+    /// A snapshot of these pools only: no devmem, gve, device or timeline section, no hooks.
+    pub fn with_pools(
+        kernel: impl Into<String>,
+        duration_seconds: f64,
+        pools: Vec<PoolView>,
+    ) -> Self {
+        Self {
+            kernel: kernel.into(),
+            duration_seconds,
+            pools,
+            devmem: None,
+            gve: None,
+            page_return: None,
+            overhead: None,
+            kernel_source: None,
+            devices: Vec::new(),
+            timeline: Vec::new(),
+            backends: Default::default(),
+        }
+    }
+}
+
 /// Everything that moved between two samples, busiest pools first.
 pub fn snapshot(
     kernel: String,

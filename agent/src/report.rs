@@ -475,19 +475,7 @@ mod tests {
             slow: true,
             ..Default::default()
         };
-        let s = Snapshot {
-            kernel: "7.2.13".into(),
-            duration_seconds: 5.0,
-            pools: vec![pool_view(0x10, &c, None, &cov)],
-            devmem: None,
-            gve: None,
-            page_return: None,
-            overhead: None,
-            kernel_source: None,
-            devices: Vec::new(),
-            timeline: Vec::new(),
-            backends: Default::default(),
-        };
+        let s = Snapshot::with_pools("7.2.13", 5.0, vec![pool_view(0x10, &c, None, &cov)]);
         let t = text(&s);
         assert!(
             t.contains("cache 988 (98.8%)  ring 10 (1.0%)  slow 2 (0.2%)"),

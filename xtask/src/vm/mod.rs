@@ -105,7 +105,7 @@ struct ShellArgs {
 /// Where the ppscope binary in the guest comes from.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Ppscope {
-    /// `cargo build -p ppscope-agent --bin ppscope` (debug), then strip.
+    /// `cargo build -p ppscope --bin ppscope` (debug), then strip.
     #[default]
     Build,
     /// This binary (stripped of debug info on the way in).
@@ -379,13 +379,13 @@ fn prepare(run: &VmRun, shell: bool) -> Result<Prepared> {
 /// Build ppscope (debug) and return the binary's path.
 pub fn build_ppscope() -> Result<PathBuf> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    eprintln!("vm: building ppscope (cargo build -p ppscope-agent --bin ppscope)");
+    eprintln!("vm: building ppscope (cargo build -p ppscope --bin ppscope)");
     let out = Command::new(cargo)
         .current_dir(crate::workspace_root())
         .args([
             "build",
             "-p",
-            "ppscope-agent",
+            "ppscope",
             "--bin",
             "ppscope",
             "--message-format=json-render-diagnostics",

@@ -245,6 +245,9 @@ fn guest_path(g: &str) -> String {
 
 /// Boot the lab, run the script, stream its output, return its status and output.
 pub fn run_script(run: &VmRun) -> Result<VmOutcome> {
+    // Two TCG guests at once on a small machine have hung a boot and skew every timing:
+    // runs from any process (tests, benchmarks, soak) take turns.
+    let _turn = lab_turn()?;
     let prep = prepare(run, false)?;
     let mut r = qemu::run(&prep.machine(), &prep.dir, run.timeout, run.console);
     if let Err(e) = &r {
@@ -260,6 +263,26 @@ pub fn run_script(run: &VmRun) -> Result<VmOutcome> {
         output: out.output,
         kernel_version: prep.kernel.version.clone(),
     })
+}
+
+/// An exclusive lock on the VM lab, held for one run; released when dropped (or when the
+/// process dies, so a killed run never blocks the next one).
+fn lab_turn() -> Result<fs::File> {
+    let dir = cache_dir();
+    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join("lab.lock");
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    if f.try_lock().is_err() {
+        eprintln!("vm: another VM lab run is in progress; waiting for it to finish");
+        f.lock()
+            .with_context(|| format!("locking {}", path.display()))?;
+    }
+    Ok(f)
 }
 
 /// A kernel plus an initramfs written to a per-run directory.

@@ -104,6 +104,45 @@ struct AgentArgs {
     probe: ProbeArgs,
 }
 
+/// `120x40`: columns by rows.
+fn parse_size(s: &str) -> Result<(u16, u16), String> {
+    let bad = || format!("'{s}' is not COLSxROWS (e.g. 120x40)");
+    let (c, r) = s.split_once(['x', 'X']).ok_or_else(bad)?;
+    let (c, r): (u16, u16) = (c.parse().map_err(|_| bad())?, r.parse().map_err(|_| bad())?);
+    if c == 0 || r == 0 {
+        return Err(bad());
+    }
+    Ok((c, r))
+}
+
+#[derive(clap::Args)]
+struct TopArgs {
+    /// Time between refreshes (+/- change it while running).
+    #[arg(long, short, default_value = "1s", value_parser = parse_duration)]
+    interval: Duration,
+    /// Only pools of this interface.
+    #[arg(long)]
+    dev: Option<String>,
+    /// Play a recording (`ppscope record`) instead of the live kernel.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["sim", "connect"])]
+    replay: Option<PathBuf>,
+    /// Play a built-in scenario instead of the live kernel: gve-devmem-alltoall,
+    /// many-sockets, healthy, or all of them.
+    #[arg(long, value_name = "SCENARIO", conflicts_with = "connect")]
+    sim: Option<String>,
+    /// Show a remote `ppscope agent` (http://HOST:PORT) instead of this kernel.
+    #[arg(long, value_name = "URL")]
+    connect: Option<String>,
+    /// Print one frame, one interval from now, as text and exit (scripts, tests, no terminal).
+    #[arg(long)]
+    once: bool,
+    /// The frame size for --once.
+    #[arg(long, default_value = "120x40", value_parser = parse_size, requires = "once")]
+    size: (u16, u16),
+    #[command(flatten)]
+    probe: ProbeArgs,
+}
+
 #[derive(clap::Args)]
 struct SimulateArgs {
     /// A built-in workload: gve-devmem-alltoall, many-sockets, healthy.
@@ -139,6 +178,8 @@ struct RecordArgs {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Live dashboard: every page_pool, its ring and slow path, and what to do about it.
+    Top(TopArgs),
     /// Watch every page_pool for a while and report what it did.
     Diagnose(DiagnoseArgs),
     /// Record what the page_pools do to a file, for diagnose --replay (and simulate).
@@ -382,6 +423,39 @@ fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
     print_out(&out)
 }
 
+/// `ppscope top`: picks the source; the dashboard does not know which one feeds it.
+fn top(opts: &TopArgs) -> Result<()> {
+    use ppscope::source::{ConnectSource, LiveSource, OnlyDevice, ReplaySource, SimSource, Source};
+    use std::io::IsTerminal;
+    if opts.interval < Duration::from_millis(100) {
+        anyhow::bail!("--interval must be at least 100ms");
+    }
+    if !opts.once && !io::stdout().is_terminal() {
+        anyhow::bail!(
+            "ppscope top needs a terminal; use --once for one text frame, or diagnose --json"
+        );
+    }
+    let source: Box<dyn Source> = match (&opts.replay, &opts.sim, &opts.connect) {
+        (Some(path), _, _) => Box::new(ReplaySource::open(path)?),
+        (_, Some(name), _) => Box::new(SimSource::new(name)?),
+        (_, _, Some(url)) => Box::new(ConnectSource::new(url)?),
+        _ => Box::new(LiveSource::new(opts.probe.start()?)?),
+    };
+    let source: Box<dyn Source> = match &opts.dev {
+        Some(dev) => Box::new(OnlyDevice {
+            inner: source,
+            dev: dev.clone(),
+        }),
+        None => source,
+    };
+    if opts.once {
+        let (cols, rows) = opts.size;
+        let frame = ppscope_tui::once(source, opts.interval, cols, rows)?;
+        return print_out(&frame);
+    }
+    ppscope_tui::run(source, opts.interval)
+}
+
 fn simulate_cmd(opts: &SimulateArgs) -> Result<()> {
     let mut results = Vec::new();
     match (&opts.scenario, &opts.replay) {
@@ -496,6 +570,7 @@ fn agent_cmd(opts: &AgentArgs) -> Result<()> {
     );
     // A rolling window of recent samples for the advice (one minute of steps).
     let mut recent: VecDeque<RawSample> = VecDeque::from([first.clone()]);
+    let mut kernel_prev = kernel_first.clone();
     let mut last_moved: HashMap<String, (u64, Instant)> = HashMap::new();
     let mut stats = ppscope::exporter::SelfStats::default();
     loop {
@@ -525,6 +600,18 @@ fn agent_cmd(opts: &AgentArgs) -> Result<()> {
         );
         kernel_view::merge(&mut snap, &kernel_first, &kernel_now);
         model::name_drop_reasons(&mut snap, &probes.drop_reasons);
+        // The last interval alone, for remote dashboards (`top --connect`): rates, not totals.
+        let prev = recent.back().expect("never empty");
+        let mut interval_snap = model::snapshot(
+            kernel::release(),
+            prev,
+            &cur,
+            &probes.coverage,
+            &probes.hooks,
+        );
+        kernel_view::merge(&mut interval_snap, &kernel_prev, &kernel_now);
+        model::name_drop_reasons(&mut interval_snap, &probes.drop_reasons);
+        kernel_prev = kernel_now;
         recent.push_back(cur);
         while recent.len() > 61 {
             recent.pop_front();
@@ -554,7 +641,15 @@ fn agent_cmd(opts: &AgentArgs) -> Result<()> {
         let last_scrape = sh.stats.last_scrape_seconds;
         sh.stats = stats.clone();
         sh.stats.last_scrape_seconds = last_scrape;
+        for p in &mut interval_snap.pools {
+            p.advice = snap
+                .pools
+                .iter()
+                .find(|q| q.addr == p.addr)
+                .and_then(|q| q.advice.clone());
+        }
         sh.snapshot = Some(snap);
+        sh.interval_snapshot = Some(interval_snap);
         sh.last_collection = Some(now);
     }
     server.stop();
@@ -688,6 +783,7 @@ fn doctor(json: bool, probe: &ProbeArgs) -> Result<()> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Top(args) => top(&args),
         Command::Diagnose(args) => diagnose(&args),
         Command::Record(args) => record_cmd(&args),
         Command::Simulate(args) => simulate_cmd(&args),

@@ -27,7 +27,7 @@
 //! page-allocator slow call brings 64 pages, so the per-call rate never falls below 63/64 and
 //! a 0.99 target on it would pass a pool taking a third of its pages from the allocator. For
 //! memory-provider pools (one page per call) the two rates are the same number.
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::sim::{self, Profile, SimOutcome, SimParams};
 
@@ -53,7 +53,7 @@ pub const RING_FULL_NS_DEFAULT: f64 = 1_000.0;
 /// provider allocation; replace with the measured `net_devmem_free_dmabuf` latency.
 pub const DEVMEM_FREE_NS_DEFAULT: f64 = 2_000.0;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Verdict {
     Keep,
     Grow(u32),
@@ -61,7 +61,7 @@ pub enum Verdict {
 }
 
 /// What changes a pool's ring size.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Knob {
     /// `ethtool -G <dev> rx N` (gve: the pool is 4 × the rx descriptor count).
     EthtoolRx {
@@ -77,21 +77,21 @@ pub enum Knob {
     Unknown,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum ConfidenceLevel {
     Low,
     Medium,
     High,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Confidence {
     pub level: ConfidenceLevel,
     pub reason: String,
 }
 
 /// What is known about the pool besides its profile.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PoolContext {
     pub ifname: Option<String>,
     pub driver: Option<String>,
@@ -143,7 +143,7 @@ impl PoolContext {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Advice {
     pub verdict: Verdict,
     pub current_size: u32,

@@ -7,7 +7,7 @@
 //! Netlink answers for ppscope's own network namespace only.
 use std::collections::HashMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{
     model::{AllocSplit, PoolView, RecycleSplit, Snapshot},
@@ -45,7 +45,7 @@ impl KernelSample {
 }
 
 /// The kernel's facts about one pool, as netlink reports them.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct KernelPoolView {
     pub ifindex: Option<u32>,
     pub napi_id: Option<u32>,
@@ -60,7 +60,7 @@ pub struct KernelPoolView {
 }
 
 /// The kernel side of the snapshot.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct KernelSourceView {
     /// Whether the kernel's page_pool stats were read; if not, why (`stats_missing`).
     pub stats_available: bool,
@@ -130,7 +130,7 @@ fn fill_from_kernel(p: &mut PoolView, s: &NetlinkPoolStats) {
     let (alloc, recycle) = splits_from_stats(s);
     if p.alloc.total.is_none() || p.alloc.ring.is_none() || p.alloc.slow.is_none() {
         p.alloc = alloc;
-        p.alloc_source = Some("kernel");
+        p.alloc_source = Some("kernel".into());
         let (cache, ring, slow) = (
             p.alloc.cache.unwrap_or(0),
             p.alloc.ring.unwrap_or(0),
@@ -141,7 +141,7 @@ fn fill_from_kernel(p: &mut PoolView, s: &NetlinkPoolStats) {
     }
     if p.recycle.cached.is_none() || p.recycle.ring.is_none() || p.recycle.ring_full.is_none() {
         p.recycle = recycle;
-        p.recycle_source = Some("kernel");
+        p.recycle_source = Some("kernel".into());
     }
 }
 
@@ -264,7 +264,7 @@ mod tests {
         let end = sample(vec![nl_pool(7)], vec![stats(7, 1100)]);
         merge(&mut snap, &start, &end);
         let p = &snap.pools[0];
-        assert_eq!(p.alloc_source, Some("kernel"));
+        assert_eq!(p.alloc_source.as_deref(), Some("kernel"));
         // alloc_refill and alloc_slow did not move between the samples: the window's delta.
         assert_eq!(p.alloc.cache, Some(1000));
         assert_eq!(p.alloc.ring, Some(0));

@@ -13,7 +13,7 @@ use ppscope_common::{
     site_stat, DeviceIdentity, DropKey, NapiCounters, PoolCounters, PoolIdentity, PoolState,
     SiteStats, LATENCY_BUCKETS,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::probes::HookStatus;
 
@@ -174,7 +174,7 @@ pub fn delta_site(later: &SiteStats, earlier: &SiteStats) -> SiteStats {
 }
 
 /// NAPI polling of one device over an interval.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct NapiView {
     pub polls: u64,
     pub work: u64,
@@ -184,7 +184,7 @@ pub struct NapiView {
     pub full_budget_share: Option<f64>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DropView {
     pub reason: u32,
     /// The `enum skb_drop_reason` name, from BTF.
@@ -193,7 +193,7 @@ pub struct DropView {
 }
 
 /// A device whose pools are shown: its NAPI work and its drops.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DeviceView {
     #[serde(skip)]
     pub netdev: u64,
@@ -206,7 +206,7 @@ pub struct DeviceView {
 }
 
 /// One device in one step of the timeline.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DeviceStep {
     #[serde(skip)]
     pub netdev: u64,
@@ -222,7 +222,7 @@ pub struct DeviceStep {
     pub drops: u64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TimelineStep {
     /// Seconds since the window started, at the end of this step.
     pub t: f64,
@@ -417,7 +417,7 @@ pub fn name_drop_reasons(snap: &mut Snapshot, names: &HashMap<u32, String>) {
 }
 
 /// One measured site over an interval: latency, and the site's value where it has one.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SiteView {
     pub calls: u64,
     pub latency: Option<Latency>,
@@ -459,7 +459,7 @@ impl SiteView {
 }
 
 /// devmem TCP: `SO_DEVMEM_DONTNEED` frees, buffer returns, provider allocations.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DevmemView {
     /// `sock_devmem_dontneed`: latency and frags freed per call.
     pub dontneed: Option<SiteView>,
@@ -469,14 +469,14 @@ pub struct DevmemView {
     pub provider_alloc: Option<SiteView>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct GveQueueView {
     pub queue: u32,
     /// NAPI poll (`gve_rx_poll_dqo`): duration, and work per poll as the value.
     pub poll: SiteView,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct GveView {
     /// `gve_alloc_buffer` latency.
     pub alloc: Option<SiteView>,
@@ -484,7 +484,7 @@ pub struct GveView {
 }
 
 /// ppscope's own cost over the interval.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct OverheadView {
     pub runs: u64,
     pub run_ns: u64,
@@ -493,7 +493,7 @@ pub struct OverheadView {
     pub cpu_share: f64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct AllocSplit {
     pub cache: Option<u64>,
     pub ring: Option<u64>,
@@ -508,7 +508,7 @@ pub struct AllocSplit {
     pub frag_calls: Option<u64>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RecycleSplit {
     pub cached: Option<u64>,
     pub ring: Option<u64>,
@@ -516,7 +516,7 @@ pub struct RecycleSplit {
     pub total: Option<u64>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PageFlow {
     /// Pages that entered the pool from the page allocator or a memory provider.
     pub allocated: Option<u64>,
@@ -525,7 +525,7 @@ pub struct PageFlow {
 }
 
 /// A log2 latency histogram and the figures read off it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Latency {
     pub count: u64,
     /// Upper edges (exclusive) in ns of the buckets holding the quantile: a bound, not a mean.
@@ -569,7 +569,7 @@ impl Latency {
 }
 
 /// A log2 distribution of a count (run lengths, ring fill): bucket edges, not means.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Distribution {
     pub samples: u64,
     pub p50: u64,
@@ -594,7 +594,7 @@ impl Distribution {
 
 /// The burst profile the kernel keeps per pool: how far recycles overran the ring, how far
 /// allocations drained it, and how full it was when it mattered.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BurstView {
     /// Runs of consecutive recycles that found the ring full (pages per run).
     pub ring_full_runs: Option<Distribution>,
@@ -605,7 +605,7 @@ pub struct BurstView {
 }
 
 /// One pool over one interval.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PoolView {
     /// Kernel address of the `struct page_pool`: the only identity when nothing else is known.
     pub pool: String,
@@ -642,8 +642,8 @@ pub struct PoolView {
     pub recycle: RecycleSplit,
     pub pages: PageFlow,
     /// Where `alloc` came from when not from the probes: "kernel" (its own page_pool stats).
-    pub alloc_source: Option<&'static str>,
-    pub recycle_source: Option<&'static str>,
+    pub alloc_source: Option<std::borrow::Cow<'static, str>>,
+    pub recycle_source: Option<std::borrow::Cow<'static, str>>,
     /// The kernel's netlink view of this pool (same network namespace only).
     pub kernel: Option<crate::kernel_view::KernelPoolView>,
     /// ring / (ring + slow): when the alloc cache ran dry, how often the ring refilled it.
@@ -835,7 +835,7 @@ pub fn pool_view(
 }
 
 /// What every consumer receives: all pools over one interval, and how they were measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Snapshot {
     pub kernel: String,
     pub duration_seconds: f64,

@@ -106,7 +106,7 @@ pub struct NetlinkPool {
 }
 
 /// One pool's counters as `page-pool-stats-get` reports them (`struct page_pool_stats`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct NetlinkPoolStats {
     pub id: u32,
     pub ifindex: Option<u32>,

@@ -198,6 +198,7 @@ impl SimOutcome {
 }
 
 /// The pool state a replay walks through.
+#[derive(Clone)]
 struct Pool {
     ring_size: u64,
     cache_size: u64,
@@ -343,20 +344,56 @@ fn share(total: u64, i: u64, c: u64) -> u64 {
     ((t * u128::from(i + 1) / u128::from(c)) - (t * u128::from(i) / u128::from(c))) as u64
 }
 
-/// Replays `profile` through one pool with parameters `p`, from the state `p` gives.
-pub fn simulate(profile: &Profile, p: &SimParams) -> SimOutcome {
-    let mut pool = Pool::new(p);
-    let c = u64::from(p.chunks_per_step.max(1));
-    for s in &profile.steps {
+/// A replay that advances one step at a time, its state carried over: what a simulated
+/// source shows as it goes, and what [`simulate`] runs to the end.
+#[derive(Clone)]
+pub struct Replay {
+    pool: Pool,
+    chunks: u64,
+}
+
+impl Replay {
+    pub fn new(p: &SimParams) -> Self {
+        Replay {
+            pool: Pool::new(p),
+            chunks: u64::from(p.chunks_per_step.max(1)),
+        }
+    }
+
+    pub fn step(&mut self, s: &Step) {
+        let c = self.chunks;
         for i in 0..c {
-            pool.slice(
+            self.pool.slice(
                 share(s.allocs, i, c),
                 share(s.ring_frees, i, c),
                 share(s.direct_frees, i, c),
             );
         }
     }
-    pool.finish()
+
+    /// Totals since the start, with the rates, as [`simulate`] reports them.
+    pub fn outcome(&self) -> SimOutcome {
+        self.pool.clone().finish()
+    }
+
+    /// Pages in the ring now.
+    pub fn ring_fill(&self) -> u64 {
+        self.pool.ring
+    }
+
+    /// Pages out of the pool now (with the driver or the application).
+    pub fn held(&self) -> u64 {
+        self.pool.held
+    }
+}
+
+/// Replays `profile` through one pool with parameters `p`, from the state `p` gives.
+pub fn simulate(profile: &Profile, p: &SimParams) -> SimOutcome {
+    let mut replay = Replay::new(p);
+    for s in &profile.steps {
+        replay.step(s);
+    }
+    replay.pool.finish()
 }
 
 /// `p` with the cache and ring as one replay of `profile` leaves them: the steady state of a

@@ -1,0 +1,35 @@
+#!/bin/sh
+# VM lab script: `ppscope top` as a person would start it, one frame at a time (`--once`):
+# live on this kernel while iperf3 runs over virtio-net (vnet0 -> vnet1), then through
+# `--connect` reading a `ppscope agent` in the same guest.
+#
+# Usage: top-lab.sh SECONDS
+# Prints sections between @@name lines for the host-side test to read.
+set -eu
+SECS=$1
+
+wait_for() { # file pattern
+    i=0
+    until grep -q "$2" "$1" 2>/dev/null; do
+        i=$((i + 1)); [ "$i" -lt 900 ] || { cat "$1"; exit 1; }
+        sleep 0.1
+    done
+}
+
+ip link set lo up
+ip netns exec ppb iperf3 -s -D
+ppscope agent --listen 127.0.0.1:9464 --interval 1s 2>/tmp/agent.err &
+AGENT=$!
+wait_for /tmp/agent.err "agent serving"
+ip netns exec ppa iperf3 -c 198.18.0.2 -t "$SECS" >/dev/null &
+IPERF=$!
+sleep 1
+echo "@@live"
+ppscope top --once --interval 3s --size 120x40 2>/tmp/top.err || { cat /tmp/top.err; exit 1; }
+echo "@@connect"
+ppscope top --once --connect http://127.0.0.1:9464 --interval 2s --size 100x30 2>/tmp/top-connect.err \
+    || { cat /tmp/top-connect.err; exit 1; }
+wait "$IPERF"
+kill -TERM "$AGENT"
+wait "$AGENT" || true
+echo "@@end"

@@ -253,7 +253,8 @@ impl SimSource {
                 let mut id = PoolIdentity::EMPTY;
                 id.netdev = 0x5100_0000 + i as u64 * 0x1000;
                 id.ifindex = 100 + i as u32;
-                id.queue_idx = 0;
+                // Scenarios share device names (eth0): one queue each keeps them apart.
+                id.queue_idx = i as u32;
                 id.ring_size = ctx.ring_size;
                 id.pool_size = ctx.ring_size;
                 id.order = 0;

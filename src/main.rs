@@ -431,9 +431,7 @@ fn top(opts: &TopArgs) -> Result<()> {
         anyhow::bail!("--interval must be at least 100ms");
     }
     if !opts.once && !io::stdout().is_terminal() {
-        anyhow::bail!(
-            "ppscope top needs a terminal; use --once for one text frame, or diagnose --json"
-        );
+        anyhow::bail!("top needs a terminal; use --once for one text frame, or diagnose --json");
     }
     let source: Box<dyn Source> = match (&opts.replay, &opts.sim, &opts.connect) {
         (Some(path), _, _) => Box::new(ReplaySource::open(path)?),
@@ -450,6 +448,12 @@ fn top(opts: &TopArgs) -> Result<()> {
     };
     if opts.once {
         let (cols, rows) = opts.size;
+        // After the baseline: a script that starts traffic on this line loses nothing.
+        eprintln!(
+            "ppscope: top: one frame of {} from {}",
+            humantime::format_duration(opts.interval),
+            source.describe()
+        );
         let frame = ppscope_tui::once(source, opts.interval, cols, rows)?;
         return print_out(&frame);
     }

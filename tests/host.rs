@@ -579,3 +579,57 @@ fn two_agents_side_by_side_count_the_same() {
     assert!(a > 0.0, "agent A saw nothing");
     assert!((a - b).abs() <= 0.02 * a, "agents disagree: {a} vs {b}");
 }
+
+/// `ppscope top --once` on this kernel (tracepoints): the frame a person would see lists the
+/// veth pool that carried traffic during the interval, with its figures; `--dev` keeps only it.
+#[test]
+#[ignore = "needs root: run through `cargo xtask test`"]
+fn top_once_shows_a_live_veth_pool_with_its_figures() {
+    let mut lab = VethLab::new("g", 26);
+    lab.attach_xdp();
+    let mut top = Command::new(PPSCOPE)
+        .args(["top", "--once", "--interval", "5s", "--size", "120x30"])
+        .args(["--backend", "tracepoint", "--dev", &lab.dev_rx])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ppscope top");
+    let mut line = String::new();
+    BufReader::new(top.stderr.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(
+        line.contains("one frame of 5s from live"),
+        "top said: {line:?}"
+    );
+    lab.traffic(2);
+    let out = top.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "top --once failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let frame = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(frame.lines().count(), 30, "one 120x30 frame:\n{frame}");
+    let row = frame
+        .lines()
+        .find(|l| l.contains(lab.dev_rx.as_str()) && l.contains('%'))
+        .unwrap_or_else(|| panic!("no row for {} in:\n{frame}", lab.dev_rx));
+    // Tracepoints alone see pages entering and leaving the pool, and its identity: veth's
+    // pools have 256 entries.
+    assert!(row.contains("256"), "the row has no pool size: {row}");
+    assert!(
+        frame.contains("tracepoint"),
+        "footer names the backend:\n{frame}"
+    );
+
+    // Not a terminal and no --once: one sentence, not a garbled screen.
+    let out = Command::new(PPSCOPE)
+        .args(["top", "--sim", "healthy"])
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("needs a terminal"), "{err}");
+}

@@ -1,0 +1,250 @@
+//! Whole frames rendered with ratatui's TestBackend and compared with the committed snapshots
+//! in `tests/snapshots/` (insta; with CI=true a mismatch or a missing snapshot fails instead of
+//! writing a new one). Review a change with `cargo insta review`.
+use std::time::Duration;
+
+use ppscope::{
+    advice,
+    model::{DevmemView, GveQueueView, GveView, Latency, PoolView, SiteView, Snapshot},
+    scenario,
+    source::{SimSource, Source},
+};
+use ppscope_tui::{frame_text, App};
+
+fn latency(buckets: &[(usize, u64)]) -> Latency {
+    let mut b = [0u64; 32];
+    for &(i, n) in buckets {
+        b[i] = n;
+    }
+    Latency::from_log2(&b, 0).expect("non-empty")
+}
+
+/// A pool with every figure known; `slow` and `ring_full` per second over a 1 s interval.
+fn pool(addr: u64, ifname: &str, queue: u32, allocs: u64, slow: u64, ring_full: u64) -> PoolView {
+    let mut p = PoolView::unprobed(0, None);
+    p.pool = format!("{addr:#x}");
+    p.addr = addr;
+    p.netlink_id = None;
+    p.ifname = Some(ifname.into());
+    p.driver = Some("gve".into());
+    p.queue = Some(queue);
+    p.pool_size = Some(4096);
+    p.ring_size = Some(4096);
+    p.ring_fill = Some(1024);
+    p.inflight_pages = Some(2048);
+    p.inflight_bytes = Some(2048 * 4096);
+    let ring = allocs / 16;
+    p.alloc.total = Some(allocs);
+    p.alloc.slow = Some(slow);
+    p.alloc.ring = Some(ring);
+    p.alloc.cache = Some(allocs - ring - slow);
+    p.alloc.ring_empty = Some(slow);
+    let recycle_ring = (allocs - allocs / 2).saturating_sub(ring_full);
+    p.recycle.total = Some(allocs / 2 + recycle_ring + ring_full);
+    p.recycle.ring_full = Some(ring_full);
+    p.recycle.cached = Some(allocs / 2);
+    p.recycle.ring = Some(recycle_ring);
+    p.ring_hit_rate = Some(ring as f64 / (ring + slow).max(1) as f64);
+    p.fast_path_rate = Some((allocs - slow) as f64 / allocs.max(1) as f64);
+    if slow > 0 {
+        p.slow_path_latency = Some(latency(&[(10, slow / 2 + 1), (12, slow / 2), (15, 1)]));
+    }
+    p
+}
+
+fn grow_advice() -> advice::Advice {
+    let sc = scenario::gve_devmem_alltoall();
+    let mut ctx = sc.context.clone();
+    ctx.ifname = Some("eth1".into());
+    advice::advise(&sc.profile, &ctx, 0.99)
+}
+
+fn fleet() -> Snapshot {
+    let mut starving = pool(0xffff_8880_0000_2000, "eth1", 3, 400_000, 250_000, 250_000);
+    starving.memory_provider = Some(true);
+    starving.advice = Some(grow_advice());
+    Snapshot::with_pools(
+        "6.12.0-test",
+        1.0,
+        vec![
+            pool(0xffff_8880_0000_1000, "eth0", 0, 900_000, 40, 0),
+            starving,
+            pool(0xffff_8880_0000_3000, "eth0", 1, 500_000, 3_000, 9_000),
+            {
+                let mut idle = PoolView::unprobed(7, None);
+                idle.pool = "0xffff888000004000".into();
+                idle
+            },
+        ],
+    )
+}
+
+fn with_system(mut s: Snapshot) -> Snapshot {
+    let site = |calls: u64, value: Option<u64>| {
+        let mut v = SiteView {
+            calls,
+            latency: Some(latency(&[(11, calls / 2), (13, calls / 2), (17, 3)])),
+            ..Default::default()
+        };
+        if let Some(sum) = value {
+            v.value_sum = Some(sum);
+            v.value_per_call = Some(sum as f64 / calls as f64);
+            v.ns_per_value = Some(45.0);
+        }
+        v
+    };
+    s.devmem = Some(DevmemView {
+        dontneed: Some(site(120, Some(120 * 128))),
+        free: Some(site(7_500, None)),
+        provider_alloc: None,
+    });
+    s.gve = Some(GveView {
+        alloc: Some(site(250_000, None)),
+        queues: (0..4)
+            .map(|q| GveQueueView {
+                queue: q,
+                poll: site(1_000 + q as u64, Some(64_000)),
+            })
+            .collect(),
+    });
+    s
+}
+
+fn app_with(snaps: impl IntoIterator<Item = Snapshot>) -> App {
+    let mut app = App::new("test source", Duration::from_secs(1));
+    for s in snaps {
+        app.on_snapshot(s);
+    }
+    app
+}
+
+fn frame(app: &App, w: u16, h: u16) -> String {
+    frame_text(app, w, h).expect("renders")
+}
+
+#[test]
+fn waiting_for_data() {
+    insta::assert_snapshot!(frame(&app_with([]), 80, 24));
+}
+
+#[test]
+fn no_pools() {
+    let app = app_with([Snapshot::with_pools("6.12.0-test", 1.0, vec![])]);
+    insta::assert_snapshot!(frame(&app, 80, 24));
+}
+
+#[test]
+fn one_pool() {
+    let s = Snapshot::with_pools(
+        "6.12.0-test",
+        1.0,
+        vec![pool(0xffff_8880_0000_1000, "eth0", 0, 900_000, 40, 0)],
+    );
+    insta::assert_snapshot!(frame(&app_with([s]), 80, 24));
+}
+
+#[test]
+fn five_hundred_pools() {
+    let pools = (0..500u64)
+        .map(|i| {
+            pool(
+                0xffff_8880_1000_0000 + i * 0x1000,
+                &format!("eth{}", i / 64),
+                (i % 64) as u32,
+                100_000 + i * 37,
+                (i * 7919) % 5_000,
+                (i * 104_729) % 7_000,
+            )
+        })
+        .collect();
+    let app = app_with([Snapshot::with_pools("6.12.0-test", 1.0, pools)]);
+    let text = frame(&app, 120, 40);
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn starving_pool_with_grow_advice_80x24() {
+    insta::assert_snapshot!(frame(&app_with([fleet()]), 80, 24));
+}
+
+#[test]
+fn starving_pool_with_grow_advice_120x40() {
+    insta::assert_snapshot!(frame(&app_with([fleet()]), 120, 40));
+}
+
+#[test]
+fn small_terminal_40x10() {
+    insta::assert_snapshot!(frame(&app_with([fleet()]), 40, 10));
+}
+
+#[test]
+fn tiny_terminals_never_panic() {
+    let app = app_with([with_system(fleet())]);
+    for (w, h) in [
+        (1, 1),
+        (2, 1),
+        (1, 30),
+        (29, 7),
+        (30, 8),
+        (10, 3),
+        (200, 2),
+        (31, 12),
+    ] {
+        frame(&app, w, h);
+    }
+    insta::assert_snapshot!(frame(&app, 24, 6));
+}
+
+#[test]
+fn devmem_and_gve_panels() {
+    insta::assert_snapshot!(frame(&app_with([with_system(fleet())]), 120, 40));
+}
+
+#[test]
+fn help_overlay() {
+    let mut app = app_with([fleet()]);
+    app.on_key(ppscope_tui::keys::Key::Char('?').to_event());
+    insta::assert_snapshot!(frame(&app, 80, 24));
+}
+
+#[test]
+fn the_starving_row_is_red() {
+    use ratatui::{backend::TestBackend, style::Color, Terminal};
+    let app = app_with([fleet()]);
+    let mut t = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    t.draw(|f| ppscope_tui::render(f, &app)).unwrap();
+    let buf = t.backend().buffer();
+    // The table's first body row (row 5: title, 2 headline lines, border, header) is the
+    // starving pool, first in the default order.
+    let row: String = (0..120).map(|x| buf[(x, 5)].symbol()).collect();
+    assert!(row.contains("STARV") && row.contains("eth1 q3"), "{row}");
+    let x = row.find("STARV").unwrap() as u16;
+    assert_eq!(buf[(x, 5)].fg, Color::Red);
+}
+
+fn sim_app(name: &str, steps: usize) -> App {
+    let mut src = SimSource::new(name).expect("scenario");
+    let mut app = App::new(src.describe(), Duration::from_secs(1));
+    for _ in 0..steps {
+        let s = src
+            .next(Duration::from_secs(1))
+            .unwrap()
+            .expect("sim never ends");
+        app.on_snapshot(s);
+    }
+    app
+}
+
+#[test]
+fn simulated_gve_devmem_alltoall() {
+    let app = sim_app("gve-devmem-alltoall", 5);
+    let text = frame(&app, 120, 40);
+    assert!(text.contains("grow"), "{text}");
+    insta::assert_snapshot!(text);
+    insta::assert_snapshot!("simulated_gve_devmem_alltoall_80x24", frame(&app, 80, 24));
+}
+
+#[test]
+fn simulated_all_scenarios() {
+    insta::assert_snapshot!(frame(&sim_app("all", 3), 120, 40));
+}

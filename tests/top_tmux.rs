@@ -1,0 +1,153 @@
+//! `ppscope top` as a person sees it: the real binary in a detached tmux session of fixed
+//! size, keys sent with `send-keys`, the screen read with `capture-pane`. The session runs on
+//! its own tmux server (`-L`), killed by a Drop guard whatever happens, so a user's tmux is
+//! never touched.
+use std::{
+    process::{Command, Output},
+    thread,
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn cmd(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux runs")
+    }
+
+    fn screen(&self) -> String {
+        let out = self.cmd(&["capture-pane", "-p", "-t", "top"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        for k in keys {
+            let out = self.cmd(&["send-keys", "-t", "top", k]);
+            assert!(out.status.success(), "send-keys {k}: {out:?}");
+        }
+    }
+
+    /// Waits until the screen satisfies `ok` (the dashboard redraws within its poll loop).
+    fn wait(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let s = self.screen();
+            if ok(&s) {
+                return s;
+            }
+            if Instant::now() > deadline {
+                panic!("timed out waiting for {what}; the screen:\n{s}");
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["kill-server"]);
+    }
+}
+
+fn have_tmux() -> bool {
+    Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn top_in_tmux_sort_filter_select_help_quit() {
+    if !have_tmux() {
+        assert!(
+            std::env::var_os("PPSCOPE_REQUIRE_TMUX").is_none(),
+            "tmux is required (PPSCOPE_REQUIRE_TMUX is set) but not installed"
+        );
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let tmux = Tmux {
+        socket: format!("ppscope-top-test-{}-{nanos}", std::process::id()),
+    };
+    // After ppscope exits, the shell reports its exit status and whether the terminal was
+    // left in canonical (cooked) mode, then stays so the pane can still be read.
+    let script = format!(
+        "{} top --sim gve-devmem-alltoall --interval 200ms; echo EXIT=$?; \
+         case \"$(stty -a)\" in *-icanon*) echo TTY=raw;; *) echo TTY=sane;; esac; sleep 60",
+        env!("CARGO_BIN_EXE_ppscope")
+    );
+    let out = tmux.cmd(&[
+        "new-session",
+        "-d",
+        "-x",
+        "120",
+        "-y",
+        "40",
+        "-s",
+        "top",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(out.status.success(), "tmux new-session: {out:?}");
+
+    // The starving pool, first, with the advice to grow its ring.
+    let s = tmux.wait("the pool row and its advice", |s| {
+        s.contains("STARV") && s.contains("eth1 q0") && s.contains("grow eth1's ring")
+    });
+    assert!(s.contains("sort health"), "{s}");
+    assert!(
+        s.contains("sim gve-devmem-alltoall"),
+        "footer names the source:\n{s}"
+    );
+
+    // Sort: s moves to the next column.
+    tmux.keys(&["s"]);
+    tmux.wait("sort by pool", |s| s.contains("sort pool"));
+
+    // Filter: a text that matches nothing empties the table, Esc clears it.
+    tmux.keys(&["/", "nomatch"]);
+    tmux.wait("the filter prompt", |s| {
+        s.contains("filter: nomatch_") && s.contains("no pool matches the filter")
+    });
+    tmux.keys(&["Escape", "/", "eth1", "Enter"]);
+    tmux.wait("the filter kept", |s| {
+        s.contains("filter: eth1 ") && s.contains("(1 of 1)") && s.contains("STARV")
+    });
+
+    // Select and open the detail full screen, then back.
+    tmux.keys(&["j", "Enter"]);
+    tmux.wait("the zoomed detail", |s| {
+        s.contains("eth1 q0 detail") && !s.contains("pools 1/1") && s.contains("advice grow")
+    });
+    tmux.keys(&["Enter"]);
+    tmux.wait("the table again", |s| s.contains("pools 1/1"));
+
+    // Help overlay, from the key table.
+    tmux.keys(&["?"]);
+    tmux.wait("the help overlay", |s| {
+        s.contains("keys (? or Esc closes)")
+            && s.contains("sort by the next column")
+            && s.contains("pause / resume")
+    });
+    tmux.keys(&["Escape"]);
+    tmux.wait("the help closed", |s| !s.contains("keys (? or Esc closes)"));
+
+    // q quits, exit status 0, terminal back in cooked mode and off the alternate screen.
+    tmux.keys(&["q"]);
+    let s = tmux.wait("ppscope to exit", |s| s.contains("EXIT="));
+    assert!(s.contains("EXIT=0"), "{s}");
+    let s = tmux.wait("the terminal check", |s| s.contains("TTY="));
+    assert!(s.contains("TTY=sane"), "{s}");
+    assert!(!s.contains("STARV"), "the alternate screen was left:\n{s}");
+}

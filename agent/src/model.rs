@@ -448,7 +448,8 @@ impl SiteView {
             } else {
                 None
             },
-            ns_per_value: if has_value && s.value_sum > 0 {
+            // Only where calls were timed (a simulation counts calls but not time).
+            ns_per_value: if has_value && s.value_sum > 0 && s.ns_hist.iter().any(|n| *n > 0) {
                 Some(s.ns_sum as f64 / s.value_sum as f64)
             } else {
                 None

@@ -8,7 +8,7 @@ use std::{
 };
 
 use anyhow::{anyhow, bail, Context, Result};
-use ppscope_common::{PoolCounters, PoolIdentity, PoolState};
+use ppscope_common::{site_stat, PoolCounters, PoolIdentity, PoolState, SiteStats};
 
 use crate::{
     advice, advise_pools, kernel,
@@ -221,6 +221,17 @@ pub struct SimSource {
     pools: Vec<SimPool>,
     prev: RawSample,
     clock: Instant,
+    /// devmem sites of the provider pools, cumulative: calls and frags, no time.
+    sites: [SiteStats; site_stat::COUNT as usize],
+}
+
+/// Tokens an application returns per `SO_DEVMEM_DONTNEED` call in the scenarios (NCCL's
+/// batches; the kernel takes up to 1024).
+pub const SIM_DONTNEED_TOKENS: u64 = 128;
+
+/// log2 bucket of `v` (> 0), as the kernel side fills value histograms.
+fn log2_bucket(v: u64) -> usize {
+    ((63 - v.max(1).leading_zeros()) as usize).min(ppscope_common::LATENCY_BUCKETS - 1)
 }
 
 fn fixed_name(s: &str) -> [u8; 16] {
@@ -288,6 +299,7 @@ impl SimSource {
             pools,
             prev: RawSample::empty(clock),
             clock,
+            sites: Default::default(),
         })
     }
 
@@ -301,6 +313,8 @@ impl SimSource {
             release: true,
             cache_layout: true,
             provider_alloc: provider,
+            dontneed: provider,
+            devmem_free: provider,
             ..Coverage::default()
         }
     }
@@ -337,6 +351,7 @@ impl Source for SimSource {
         self.clock += interval;
         let mut cur = RawSample::empty(self.clock);
         let any_provider = self.pools.iter().any(|p| p.scenario.profile.provider);
+        let (mut provider_calls, mut dmabuf_frees) = (0, 0);
         for p in &mut self.pools {
             let profile = &p.scenario.profile;
             if profile.steps.is_empty() {
@@ -344,10 +359,30 @@ impl Source for SimSource {
             }
             let steps = (interval_ns / profile.step_ns.max(1)).max(1);
             for _ in 0..steps {
-                p.replay.step(&profile.steps[p.step]);
+                let step = &profile.steps[p.step];
+                p.replay.step(step);
                 p.step = (p.step + 1) % profile.steps.len();
+                if profile.provider && step.ring_frees > 0 {
+                    // The application returns its tokens in calls of SIM_DONTNEED_TOKENS.
+                    let d = &mut self.sites[site_stat::DONTNEED as usize];
+                    let (full, rest) = (
+                        step.ring_frees / SIM_DONTNEED_TOKENS,
+                        step.ring_frees % SIM_DONTNEED_TOKENS,
+                    );
+                    d.calls += full + u64::from(rest > 0);
+                    d.value_sum += step.ring_frees;
+                    d.value_hist[log2_bucket(SIM_DONTNEED_TOKENS)] += full;
+                    if rest > 0 {
+                        d.value_hist[log2_bucket(rest)] += 1;
+                    }
+                }
             }
             let o = p.replay.outcome();
+            if profile.provider {
+                // One provider call per buffer; every ring-full free goes back to the dmabuf.
+                provider_calls += o.slow_calls;
+                dmabuf_frees += o.ring_full;
+            }
             cur.pools.insert(
                 p.addr,
                 RawPool {
@@ -364,6 +399,9 @@ impl Source for SimSource {
                 },
             );
         }
+        self.sites[site_stat::PROVIDER_ALLOC as usize].calls = provider_calls;
+        self.sites[site_stat::DEVMEM_FREE as usize].calls = dmabuf_frees;
+        cur.sites = self.sites;
         let mut snap = model::snapshot(
             format!("simulation ({})", self.name),
             &self.prev,
@@ -497,6 +535,22 @@ mod tests {
             let advice = p.advice.as_ref().expect("advice attached");
             assert!(advice.summary().contains("grow"), "{}", advice.summary());
             assert!((sa.duration_seconds - 1.0).abs() < 1e-9);
+            // devmem: the frees of the burst in calls of 128 tokens, the ring-full ones
+            // back to the dmabuf; no time is simulated.
+            let devmem = sa
+                .devmem
+                .as_ref()
+                .expect("a provider pool has a devmem view");
+            let dontneed = devmem.dontneed.as_ref().unwrap();
+            assert_eq!(dontneed.value_sum, p.recycle.total);
+            // Bursts of 12,000 tokens: 93 calls of 128 and one of 96 each.
+            assert_eq!(dontneed.calls, dontneed.value_sum.unwrap() / 12_000 * 94);
+            assert_eq!(dontneed.latency, None);
+            assert_eq!(
+                devmem.free.as_ref().unwrap().calls,
+                p.recycle.ring_full.unwrap()
+            );
+            assert_eq!(devmem.provider_alloc.as_ref().unwrap().calls, s);
         }
         // Half the interval, half the allocations.
         let half = a.next(Duration::from_millis(500)).unwrap().unwrap();

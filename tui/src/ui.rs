@@ -71,12 +71,21 @@ pub fn render(f: &mut Frame, app: &App) {
     }
 }
 
+/// `1 pool`, `3 pools`.
+fn pools(n: usize) -> String {
+    if n == 1 {
+        "1 pool".into()
+    } else {
+        format!("{n} pools")
+    }
+}
+
 /// Below 30×8 there is no room for panes: one wrapped sentence with the worst pool.
 fn tiny(f: &mut Frame, app: &App, area: Rect) {
     let (starving, warn) = app.counts();
     let mut text = format!(
-        "ppscope top: {} pools, {starving} starving, {warn} warn",
-        app.metrics.len()
+        "ppscope top: {}, {starving} starving, {warn} warn",
+        pools(app.metrics.len())
     );
     if let Some((i, m)) = worst(app) {
         text += &format!("; worst {} {}", m.label, m.health.word());
@@ -114,7 +123,7 @@ fn title(f: &mut Frame, app: &App, area: Rect) {
     let mut spans = vec![Span::styled(" ppscope top ", bold.fg(Color::Cyan))];
     if let Some(s) = &app.snap {
         spans.push(Span::raw(format!("kernel {} │ ", s.kernel)));
-        spans.push(Span::raw(format!("{} pools", s.pools.len())));
+        spans.push(Span::raw(pools(s.pools.len())));
         if starving > 0 {
             spans.push(Span::styled(
                 format!(", {starving} starving"),

@@ -248,3 +248,107 @@ fn simulated_gve_devmem_alltoall() {
 fn simulated_all_scenarios() {
     insta::assert_snapshot!(frame(&sim_app("all", 3), 120, 40));
 }
+
+/// A recording as `ppscope record` writes it: a veth pool sampled every 10 ms for 3 s whose
+/// ring overflows in bursts every 100 ms; replayed through the same source `top --replay`
+/// uses.
+fn replayed_app() -> App {
+    use ppscope::{
+        model::{Coverage, RawPool, RawSample},
+        record,
+        source::ReplaySource,
+    };
+    use ppscope_common::{PoolCounters, PoolIdentity};
+    use std::time::Instant;
+
+    // A fixed path: the footer names the file and the frame is compared as a snapshot.
+    let dir = std::path::PathBuf::from("/tmp/ppscope-tui-replay");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("veth.ppr");
+    let coverage = Coverage {
+        alloc: true,
+        refill: true,
+        slow: true,
+        recycle: true,
+        hold: true,
+        release: true,
+        cache_layout: true,
+        ..Coverage::default()
+    };
+    let header = record::Header {
+        ppscope_version: "test".into(),
+        kernel: "7.2.13-test".into(),
+        started_unix_ms: 0,
+        interval_ns: 10_000_000,
+        coverage,
+        hooks: Vec::new(),
+        drop_reasons: Default::default(),
+    };
+    let mut id = PoolIdentity::EMPTY;
+    let name = b"veth1";
+    id.ifname[..name.len()].copy_from_slice(name);
+    id.driver[..4].copy_from_slice(b"veth");
+    id.pool_size = 256;
+    id.ring_size = 256;
+    id.known =
+        PoolIdentity::KNOWN_IFNAME | PoolIdentity::KNOWN_POOL_SIZE | PoolIdentity::KNOWN_RING_SIZE;
+    let t0 = Instant::now();
+    let mut w = record::Writer::create(&path, &header).unwrap();
+    let mut c = PoolCounters::default();
+    for i in 0..=300u64 {
+        if i > 0 {
+            // 1,000 allocations per 10 ms; every 10th step a burst of 600 frees overruns the
+            // 256-entry ring and the next refills find it empty.
+            let burst = i % 10 == 0;
+            c.alloc_calls += 1000;
+            c.refill_calls += 15;
+            c.refill_pages += 15 * 64;
+            c.slow_calls += if burst { 4 } else { 1 };
+            c.refill_empty += if burst { 4 } else { 1 };
+            c.slow_ns_sum += 20_000;
+            c.slow_hist[13] += if burst { 3 } else { 1 };
+            c.slow_hist[16] += u64::from(burst);
+            c.put_calls += 1000;
+            c.put_cached += 400;
+            c.put_released += if burst { 344 } else { 0 };
+            c.hold_pages += if burst { 256 } else { 64 };
+            c.release_pages += if burst { 344 } else { 0 };
+        }
+        let mut s = RawSample::empty(t0 + Duration::from_millis(10 * i));
+        s.pools.insert(
+            0xffff_8880_1234_0000,
+            RawPool {
+                counters: c,
+                identity: Some(id),
+                gve_queue: None,
+                state: None,
+            },
+        );
+        w.append(&record::Frame::from_sample(&s, t0)).unwrap();
+    }
+    drop(w);
+    let mut src = ReplaySource::open(&path).unwrap();
+    let mut app = App::new(src.describe(), Duration::from_secs(1));
+    for _ in 0..2 {
+        app.on_snapshot(
+            src.next(Duration::from_secs(1))
+                .unwrap()
+                .expect("3 s recorded"),
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    app
+}
+
+#[test]
+fn replayed_recording() {
+    let app = replayed_app();
+    let text = frame(&app, 120, 40);
+    // 1,000 allocations per 10 ms: 100k/s, the pool named by its device.
+    let row = text
+        .lines()
+        .find(|l| l.starts_with('│') && l.contains("veth1 "))
+        .unwrap_or_else(|| panic!("no veth1 row:\n{text}"));
+    assert!(row.contains("100k"), "{row}");
+    insta::assert_snapshot!(text);
+}

@@ -156,6 +156,11 @@ pub struct App {
 impl App {
     /// `source` is the source's description (shown in the footer); `interval` the starting
     /// refresh interval.
+    /// The source's description as of its last snapshot (a replay's position moves).
+    pub fn set_source(&mut self, source: String) {
+        self.source = source;
+    }
+
     pub fn new(source: impl Into<String>, interval: Duration) -> Self {
         App {
             source: source.into(),

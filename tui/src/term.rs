@@ -23,7 +23,8 @@ use ratatui::{backend::CrosstermBackend, backend::TestBackend, Terminal};
 use crate::{app::App, ui};
 
 enum Msg {
-    Snapshot(Box<Snapshot>),
+    /// The snapshot and the source's description after it (a replay's position moves).
+    Snapshot(Box<Snapshot>, String),
     Error(String),
     Ended,
 }
@@ -68,7 +69,7 @@ fn worker(mut source: Box<dyn Source>, shared: Arc<Shared>, tx: mpsc::Sender<Msg
         }
         let started = Instant::now();
         let msg = match source.next(interval) {
-            Ok(Some(s)) => Msg::Snapshot(Box::new(s)),
+            Ok(Some(s)) => Msg::Snapshot(Box::new(s), source.describe()),
             Ok(None) => Msg::Ended,
             Err(e) => Msg::Error(format!("{e:#}")),
         };
@@ -176,7 +177,10 @@ fn ui_loop(
         }
         loop {
             match rx.try_recv() {
-                Ok(Msg::Snapshot(s)) => app.on_snapshot(*s),
+                Ok(Msg::Snapshot(s, source)) => {
+                    app.set_source(source);
+                    app.on_snapshot(*s)
+                }
                 Ok(Msg::Error(e)) => app.on_error(e),
                 Ok(Msg::Ended) => app.on_end(),
                 Err(_) => break,
@@ -203,7 +207,10 @@ pub fn once(
     let mut app = App::new(source.describe(), interval);
     thread::sleep(interval);
     match source.next(interval) {
-        Ok(Some(s)) => app.on_snapshot(s),
+        Ok(Some(s)) => {
+            app.set_source(source.describe());
+            app.on_snapshot(s)
+        }
         Ok(None) => app.on_end(),
         Err(e) => return Err(e.context("the source failed")),
     }

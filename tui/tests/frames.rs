@@ -335,6 +335,7 @@ fn replayed_app() -> App {
                 .unwrap()
                 .expect("3 s recorded"),
         );
+        app.set_source(src.describe());
     }
     std::fs::remove_dir_all(&dir).unwrap();
     app

@@ -81,6 +81,8 @@ pub fn run(args: &TestArgs) -> Result<i32> {
     if args.no_vm {
         test.args(["--skip", "vm_"]);
     }
+    // setup installed tmux: here the dashboard's terminal test must run, not skip.
+    test.env("PPSCOPE_REQUIRE_TMUX", "1");
     println!("\n==> cargo test (unit, host, VM lab)");
     let tally = run_counting(&mut test)?;
     // One closing line for the whole run: cargo's own last line is often an empty doc-test

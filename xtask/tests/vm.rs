@@ -654,10 +654,13 @@ fn vm_agent_exports_the_full_histogram_set_and_agrees_with_diagnose() {
 #[ignore = "boots a VM (cargo xtask test runs it)"]
 fn vm_top_shows_the_virtio_pool_live_and_through_an_agent() {
     let mut run = VmRun::new(workspace_root().join("xtask/vm-tests/top-lab.sh"));
-    run.args = vec!["12".into()];
+    run.args = vec!["6".into()];
     let out = run_script(&run).expect("the VM lab runs");
     assert_eq!(out.status, 0, "lab script failed:\n{}", out.output);
-    for (name, source) in [("live", "live "), ("connect", "agent http://127.0.0.1:9464")] {
+    for (name, source) in [
+        ("live", "live "),
+        ("connect", "agent http://127.0.0.1:9464"),
+    ] {
         let frame = section(&out.output, name);
         assert!(
             frame.contains(source),
@@ -668,9 +671,13 @@ fn vm_top_shows_the_virtio_pool_live_and_through_an_agent() {
             .find(|l| l.contains("vnet1"))
             .unwrap_or_else(|| panic!("no vnet1 pool row in the {name} frame:\n{frame}"));
         // The row carries measured figures, not only a name: a percentage and a rate.
-        assert!(row.contains('%'), "{name} row without rates: {row}\n{frame}");
         assert!(
-            row.split_whitespace().any(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit())),
+            row.contains('%'),
+            "{name} row without rates: {row}\n{frame}"
+        );
+        assert!(
+            row.split_whitespace()
+                .any(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit())),
             "{name} row without numbers: {row}"
         );
     }

@@ -21,13 +21,20 @@ ip netns exec ppb iperf3 -s -D
 ppscope agent --listen 127.0.0.1:9464 --interval 1s 2>/tmp/agent.err &
 AGENT=$!
 wait_for /tmp/agent.err "agent serving"
+# Live: traffic starts once top has its baseline (attaching takes seconds under TCG).
+ppscope top --once --interval "$((SECS + 3))s" --size 120x40 >/tmp/top.out 2>/tmp/top.err &
+TOP=$!
+wait_for /tmp/top.err "one frame of"
+ip netns exec ppa iperf3 -c 198.18.0.2 -t "$SECS" >/dev/null
+wait "$TOP" || { cat /tmp/top.err; exit 1; }
+echo "@@live"; cat /tmp/top.out
+
+# Through the agent: its last interval while traffic flows.
 ip netns exec ppa iperf3 -c 198.18.0.2 -t "$SECS" >/dev/null &
 IPERF=$!
-sleep 1
-echo "@@live"
-ppscope top --once --interval 3s --size 120x40 2>/tmp/top.err || { cat /tmp/top.err; exit 1; }
+sleep 3
 echo "@@connect"
-ppscope top --once --connect http://127.0.0.1:9464 --interval 2s --size 100x30 2>/tmp/top-connect.err \
+ppscope top --once --connect http://127.0.0.1:9464 --interval 1s --size 100x30 2>/tmp/top-connect.err \
     || { cat /tmp/top-connect.err; exit 1; }
 wait "$IPERF"
 kill -TERM "$AGENT"

@@ -375,7 +375,7 @@ fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
             window_snapshot(&info, &samples, opts.interval, None, opts.dev.as_deref())
         }
         None => {
-            let probes = opts.probe.start()?;
+            let mut probes = opts.probe.start()?;
             let attached = probes.hooks.iter().filter(|h| h.attached()).count();
             // The signal handler and the baseline come before the message that tells a
             // script the window has started: nothing it does after that can be missed.
@@ -393,6 +393,9 @@ fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
                 let elapsed = samples.last().unwrap().at.duration_since(samples[0].at);
                 let left = opts.duration.saturating_sub(elapsed);
                 let interrupted = left.is_zero() || interrupt.wait(left.min(step));
+                for change in probes.refresh_modules() {
+                    eprintln!("ppscope: {change}");
+                }
                 samples.push(probes.sample()?);
                 let elapsed = samples.last().unwrap().at.duration_since(samples[0].at);
                 if interrupted || elapsed >= opts.duration {
@@ -562,7 +565,7 @@ fn agent_cmd(opts: &AgentArgs) -> Result<()> {
         opts.interval,
         opts.max_pools,
     )?;
-    let probes = opts.probe.start()?;
+    let mut probes = opts.probe.start()?;
     let attached = probes.hooks.iter().filter(|h| h.attached()).count();
     let first = probes.sample()?;
     let kernel_first = KernelSample::read();
@@ -582,6 +585,9 @@ fn agent_cmd(opts: &AgentArgs) -> Result<()> {
             break;
         }
         let started = Instant::now();
+        for change in probes.refresh_modules() {
+            eprintln!("ppscope: {change}");
+        }
         let cur = match probes.sample() {
             Ok(s) => s,
             Err(e) => {
@@ -662,7 +668,7 @@ fn agent_cmd(opts: &AgentArgs) -> Result<()> {
 }
 
 fn record_cmd(opts: &RecordArgs) -> Result<()> {
-    let probes = opts.probe.start()?;
+    let mut probes = opts.probe.start()?;
     let header = record::Header {
         ppscope_version: env!("CARGO_PKG_VERSION").into(),
         kernel: kernel::release(),
@@ -690,6 +696,9 @@ fn record_cmd(opts: &RecordArgs) -> Result<()> {
         let elapsed = start.elapsed();
         let left = opts.duration.saturating_sub(elapsed);
         let interrupted = left.is_zero() || interrupt.wait(left.min(opts.interval));
+        for change in probes.refresh_modules() {
+            eprintln!("ppscope: {change}");
+        }
         let s = probes.sample()?;
         writer.append(&record::Frame::from_sample(&s, start))?;
         frames += 1;

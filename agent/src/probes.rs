@@ -444,6 +444,12 @@ pub struct Probes {
     pub drop_reasons: HashMap<u32, String>,
     /// Keeps `BPF_ENABLE_STATS` on for as long as we run; None when the kernel refused.
     _stats: Option<OwnedFd>,
+    /// What hooks are attached against, kept to attach module hooks again (see
+    /// [`Probes::refresh_modules`]).
+    kernel: Kernel,
+    backend: BackendChoice,
+    /// Each hooked module as last seen (None: not loaded).
+    modules: HashMap<&'static str, Option<ModuleGeneration>>,
 }
 
 impl Probes {
@@ -534,6 +540,10 @@ impl Probes {
             page_return: on("page_return"),
             drops: on("drops"),
         };
+        let loaded = loaded_modules();
+        let modules = hooked_modules()
+            .map(|m| (m, loaded.get(m).map(|addr| module_generation(m, *addr))))
+            .collect();
         Ok(Self {
             ebpf,
             hooks,
@@ -541,7 +551,60 @@ impl Probes {
             coverage,
             drop_reasons,
             _stats: stats,
+            kernel,
+            backend: opts.backend,
+            modules,
         })
+    }
+
+    /// Follows the kernel modules ppscope hooks (gve) as they come and go while it runs: a
+    /// module loaded, unloaded or reloaded (a new sysfs node) since the last call gets its
+    /// hooks detached and attached again against the new symbols, or marked "module not
+    /// loaded". A kprobe on an unloaded module's function is gone for good in the kernel, so
+    /// without this the hooks would stay silent after `rmmod`/`insmod`. Cheap when nothing
+    /// changed (one read of /proc/modules). Returns one line per module that changed.
+    pub fn refresh_modules(&mut self) -> Vec<String> {
+        let loaded = loaded_modules();
+        let mut changes = Vec::new();
+        for module in hooked_modules() {
+            let now = loaded.get(module).map(|a| module_generation(module, *a));
+            let before = self.modules.get(module).copied().flatten();
+            if now == before {
+                continue;
+            }
+            self.modules.insert(module, now);
+            match Symbols::load() {
+                Ok(s) => self.kernel.symbols = s,
+                Err(e) => {
+                    changes.push(format!("{module}: cannot read kallsyms again: {e:#}"));
+                    continue;
+                }
+            }
+            let mut attached = 0;
+            let mut total = 0;
+            for (i, def) in HOOKS.iter().enumerate() {
+                if def.module != Some(module) {
+                    continue;
+                }
+                unload_all(&mut self.ebpf, &programs_of(def));
+                self.hooks[i] = attach_hook(&mut self.ebpf, def, self.backend, &self.kernel);
+                total += 1;
+                attached += usize::from(self.hooks[i].attached());
+            }
+            let on = |name: &str| self.hooks.iter().any(|h| h.hook == name && h.attached());
+            self.coverage.gve_alloc = on("gve_alloc");
+            self.coverage.gve_poll = on("gve_rx_poll");
+            changes.push(match (before, now) {
+                (_, None) => format!("{module} unloaded: its {total} hook(s) wait for it"),
+                (None, Some(_)) => {
+                    format!("{module} loaded: {attached}/{total} of its hooks attached")
+                }
+                (Some(_), Some(_)) => {
+                    format!("{module} reloaded: {attached}/{total} of its hooks attached again")
+                }
+            });
+        }
+        changes
     }
 
     /// Reads the cumulative counters of every pool and site seen so far.
@@ -838,6 +901,75 @@ fn attach_kprobe(ebpf: &mut Ebpf, def: &KprobeDef, kernel: &Kernel) -> Result<Ve
     Ok(attached)
 }
 
+/// One load of a module: unloading and loading it again, even between two calls and at the
+/// same address, gives another (sysfs recreates `/sys/module/NAME` with a new inode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ModuleGeneration {
+    base: u64,
+    sysfs_inode: u64,
+}
+
+fn module_generation(module: &str, base: u64) -> ModuleGeneration {
+    use std::os::unix::fs::MetadataExt;
+    ModuleGeneration {
+        base,
+        sysfs_inode: std::fs::metadata(format!("/sys/module/{module}/initstate"))
+            .map_or(0, |m| m.ino()),
+    }
+}
+
+/// Modules named by the hook table, once each.
+fn hooked_modules() -> impl Iterator<Item = &'static str> {
+    let mut seen: Vec<&'static str> = Vec::new();
+    for m in HOOKS.iter().filter_map(|d| d.module) {
+        if !seen.contains(&m) {
+            seen.push(m);
+        }
+    }
+    seen.into_iter()
+}
+
+/// Live modules and their base addresses, from /proc/modules ("gve 135168 0 - Live
+/// 0xffffffffc0a00000"; the address reads 0 without CAP_SYSLOG, which still tells loaded
+/// from not loaded).
+fn loaded_modules() -> HashMap<String, u64> {
+    let text = std::fs::read_to_string("/proc/modules").unwrap_or_default();
+    parse_modules(&text)
+}
+
+fn parse_modules(text: &str) -> HashMap<String, u64> {
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // A module still loading or going away has no usable symbols yet (or any more).
+            if f.len() < 6 || f[4] != "Live" {
+                return None;
+            }
+            let addr = u64::from_str_radix(f[5].trim_start_matches("0x"), 16).unwrap_or(0);
+            Some((f[0].to_string(), addr))
+        })
+        .collect()
+}
+
+/// Every program a hook's kprobe and fentry flavours may have attached.
+fn programs_of(def: &HookDef) -> Vec<&'static str> {
+    let mut progs = Vec::new();
+    if let Some(k) = &def.kprobe {
+        progs.push(k.entry);
+        progs.extend(k.entry_by_arity.map(|(_, p)| p));
+        progs.extend(k.exit);
+    }
+    if let Some(f) = &def.fentry {
+        for (entry, exit) in f.pairs {
+            progs.extend(entry);
+            progs.extend(exit);
+        }
+        progs.extend(f.entry_by_arity.map(|(_, p)| p));
+        progs.extend(f.wrapper_entry);
+    }
+    progs
+}
+
 /// Unloads programs (detaching all their links) after a hook failed half way.
 fn unload_all(ebpf: &mut Ebpf, progs: &[&str]) {
     for name in progs {
@@ -953,4 +1085,42 @@ fn attach_tracepoint(ebpf: &mut Ebpf, def: &TracepointDef) -> Result<Vec<String>
     };
     run().map_err(|e| format!("tracepoint {}: {e}", def.name))?;
     Ok(vec![format!("tracepoint:{}:{}", def.category, def.name)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modules_are_read_from_proc_modules_live_ones_only() {
+        let text = "gve 135168 0 - Live 0xffffffffc0a00000\n\
+                    veth 45056 0 - Loading 0xffffffffc0900000\n\
+                    virtio_net 81920 0 - Live 0x0000000000000000 (E)\n\
+                    broken line\n";
+        let m = parse_modules(text);
+        assert_eq!(m.get("gve"), Some(&0xffff_ffff_c0a0_0000));
+        assert_eq!(
+            m.get("veth"),
+            None,
+            "still loading: no symbols to attach to"
+        );
+        assert_eq!(
+            m.get("virtio_net"),
+            Some(&0),
+            "address hidden, still loaded"
+        );
+        assert_eq!(m.len(), 2);
+    }
+
+    #[test]
+    fn module_hooks_name_their_programs() {
+        assert_eq!(hooked_modules().collect::<Vec<_>>(), vec!["gve"]);
+        for def in HOOKS.iter().filter(|d| d.module.is_some()) {
+            let progs = programs_of(def);
+            assert!(!progs.is_empty(), "{}", def.name);
+            for p in progs {
+                assert!(p.starts_with("gve_"), "{} uses {p}", def.name);
+            }
+        }
+    }
 }

@@ -42,6 +42,8 @@ pub struct LiveSource {
     kernel_prev: KernelSample,
     /// The advice reads burst profiles from these (one sample per step).
     recent: VecDeque<RawSample>,
+    /// The last module change (gve loaded, unloaded, reloaded), shown with the source.
+    module_note: Option<String>,
 }
 
 impl LiveSource {
@@ -54,6 +56,7 @@ impl LiveSource {
             recent: VecDeque::from([prev.clone()]),
             prev,
             probes,
+            module_note: None,
         })
     }
 
@@ -65,14 +68,21 @@ impl LiveSource {
 impl Source for LiveSource {
     fn describe(&self) -> String {
         let attached = self.probes.hooks.iter().filter(|h| h.attached()).count();
+        let note = self
+            .module_note
+            .as_ref()
+            .map_or(String::new(), |n| format!("; {n}"));
         format!(
-            "live {} ({attached}/{} hooks)",
+            "live {} ({attached}/{} hooks{note})",
             self.kernel,
             self.probes.hooks.len()
         )
     }
 
     fn next(&mut self, _interval: Duration) -> Result<Option<Snapshot>> {
+        if let Some(change) = self.probes.refresh_modules().pop() {
+            self.module_note = Some(change);
+        }
         let cur = self.probes.sample()?;
         let kernel_now = KernelSample::read();
         let mut snap = model::snapshot(

@@ -682,3 +682,43 @@ fn vm_top_shows_the_virtio_pool_live_and_through_an_agent() {
         );
     }
 }
+
+/// gve leaves and comes back while the agent runs (`rmmod`/`insmod`, twice): its hooks go
+/// with the module, come back with it, and each change is one log line, not a storm.
+#[test]
+#[ignore = "boots a VM (cargo xtask test runs it)"]
+fn vm_gve_hooks_follow_the_module_across_rmmod_and_insmod() {
+    let mut run = VmRun::new(workspace_root().join("xtask/vm-tests/gve-reload.sh"));
+    run.args = vec!["kprobe".into()];
+    let out = run_script(&run).expect("the VM lab runs");
+    assert_eq!(out.status, 0, "lab script failed:\n{}", out.output);
+    let attached = |name: &str| -> Vec<(String, String)> {
+        section(&out.output, name)
+            .lines()
+            .filter_map(|l| {
+                let hook = l.split("hook=\"").nth(1)?.split('"').next()?.to_string();
+                let value = l.rsplit(' ').next()?.trim().to_string();
+                Some((hook, value))
+            })
+            .collect()
+    };
+    for (phase, want) in [
+        ("loaded", "1"),
+        ("unloaded", "0"),
+        ("reloaded", "1"),
+        ("twice", "1"),
+    ] {
+        let hooks = attached(phase);
+        assert_eq!(hooks.len(), 3, "three gve hooks {phase}:\n{}", out.output);
+        for (hook, value) in hooks {
+            assert_eq!(value, want, "{hook} {phase}:\n{}", out.output);
+        }
+    }
+    let log = section(&out.output, "agent-err");
+    let changes = log.lines().filter(|l| l.contains("gve ")).count();
+    assert!(
+        (3..=4).contains(&changes),
+        "one line per module change (unloaded, loaded, then one or two for the fast reload):\n{log}"
+    );
+    assert!(!log.contains("collection failed"), "{log}");
+}

@@ -11,6 +11,9 @@ use ppscope_common::{KernelOffsets, OFFSET_UNKNOWN};
 
 pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 
+/// Members one offset query may look at (see `walk`).
+const WALK_BUDGET: u32 = 1 << 16;
+
 /// The kernel's type information, loaded once.
 pub struct KernelBtf {
     btf: Btf,
@@ -61,7 +64,8 @@ impl KernelBtf {
     /// Anonymous struct and union members are searched through, as C does.
     pub fn member_offset(&self, name: &str, path: &[&str]) -> Option<u32> {
         let ty = self.find_struct(name)?;
-        self.walk(&ty, path, 0)
+        let mut budget = WALK_BUDGET;
+        self.walk(&ty, path, 0, 0, &mut budget)
     }
 
     /// Number of parameters of the kernel function `name`, if BTF describes it.
@@ -118,14 +122,32 @@ impl KernelBtf {
         None
     }
 
-    fn walk(&self, ty: &Type, path: &[&str], base_bits: u32) -> Option<u32> {
+    /// Bounded twice, because BTF from a corrupt or hostile file can nest a struct inside
+    /// itself through anonymous members (no real kernel does): `depth` counts the structs
+    /// entered (without it: recursion until the stack overflows), and `budget` the members
+    /// looked at (two self-nesting members make 2^depth paths: the `btf` fuzz target's
+    /// first find, a query that never ended). Real kernels need a few hundred members.
+    fn walk(
+        &self,
+        ty: &Type,
+        path: &[&str],
+        base_bits: u32,
+        depth: u32,
+        budget: &mut u32,
+    ) -> Option<u32> {
+        const MAX_DEPTH: u32 = 32;
         let (Type::Struct(st) | Type::Union(st)) = ty else {
             return None;
         };
+        if depth >= MAX_DEPTH {
+            return None;
+        }
         let (want, rest) = path.split_first()?;
         for m in &st.members {
+            *budget = budget.checked_sub(1)?;
             let name = self.btf.resolve_name(m).unwrap_or_default();
-            let bits = base_bits + m.bit_offset();
+            // Checked: offsets come from the file, and a wrapped sum would be a wrong offset.
+            let bits = base_bits.checked_add(m.bit_offset())?;
             if m.bitfield_size().is_some_and(|s| s != 0) {
                 continue;
             }
@@ -137,7 +159,7 @@ impl KernelBtf {
             if name.is_empty() {
                 // Anonymous struct/union: its members belong to the enclosing struct.
                 if let Some(inner) = &member_ty {
-                    if let Some(off) = self.walk(inner, path, bits) {
+                    if let Some(off) = self.walk(inner, path, bits, depth + 1, budget) {
                         return Some(off);
                     }
                 }
@@ -149,7 +171,7 @@ impl KernelBtf {
             if rest.is_empty() {
                 return bits.is_multiple_of(8).then_some(bits / 8);
             }
-            return self.walk(member_ty.as_ref()?, rest, bits);
+            return self.walk(member_ty.as_ref()?, rest, bits, depth + 1, budget);
         }
         None
     }

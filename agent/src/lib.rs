@@ -4,6 +4,7 @@
 //! [`model::Snapshot`] → consumers ([`report`] for `diagnose`; the TUI and exporter to come).
 pub mod advice;
 pub mod advise_pools;
+pub mod args;
 pub mod btf;
 pub mod ethtool;
 pub mod exporter;

@@ -32,6 +32,8 @@ pub const MIN_QEMU_MAJOR: u32 = 10;
 /// The bpf-linker series to install (`cargo install --version`).
 pub const BPF_LINKER_VERSION: &str = "~0.13";
 const BPF_LINKER_PREFIX: &str = "0.13.";
+/// The cargo-fuzz series the reliability suite's fuzz targets (`fuzz/`) run with.
+pub const CARGO_FUZZ_VERSION: &str = "~0.13";
 
 /// The apt source setup writes when no configured source provides bookworm-backports.
 pub const BACKPORTS_FILE: &str = "/etc/apt/sources.list.d/ppscope-bookworm-backports.sources";
@@ -251,7 +253,7 @@ pub fn run(args: &SetupArgs) -> Result<i32> {
         apt_updated: false,
     };
     let start = Instant::now();
-    let steps: [(&str, StepFn); 4] = [
+    let steps: [(&str, StepFn); 5] = [
         ("system is Debian 12 (bookworm)", Setup::step_system),
         (
             "apt source bookworm-backports",
@@ -259,6 +261,7 @@ pub fn run(args: &SetupArgs) -> Result<i32> {
         ),
         ("Debian packages", Setup::step_packages),
         ("bpf-linker 0.13 (LLVM 22)", Setup::step_bpf_linker),
+        ("cargo-fuzz (reliability suite)", Setup::step_cargo_fuzz),
     ];
     for (name, step) in steps {
         let outcome = step(&mut setup);
@@ -313,6 +316,10 @@ fn print_list() {
     println!(
         "{:<26} {:<20} {:<8} eBPF linker, built against LLVM {LLVM_MAJOR}",
         "bpf-linker (cargo)", "crates.io", BPF_LINKER_VERSION
+    );
+    println!(
+        "{:<26} {:<20} {:<8} fuzz targets of the reliability suite (fuzz/)",
+        "cargo-fuzz (cargo)", "crates.io", CARGO_FUZZ_VERSION
     );
 }
 
@@ -591,6 +598,51 @@ impl Setup {
             )),
         }
     }
+}
+
+impl Setup {
+    /// cargo-fuzz for `fuzz/` (run with stable rustc and RUSTC_BOOTSTRAP=1 for `-Zsanitizer`).
+    fn step_cargo_fuzz(&mut self) -> Result<Outcome, Failure> {
+        if let Some(v) = cargo_fuzz_version() {
+            return Ok(Outcome::Ok(v));
+        }
+        if self.mode == Mode::Check {
+            return Ok(Outcome::Pending("cargo-fuzz".into()));
+        }
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd = Cmd::new(cargo).args([
+            "install",
+            "cargo-fuzz",
+            "--version",
+            CARGO_FUZZ_VERSION,
+            "--locked",
+        ]);
+        // Outside the workspace, so its .cargo/config.toml does not apply.
+        cmd.cwd = Some(std::env::temp_dir());
+        println!("  (cargo-fuzz: not installed; building it takes a minute or two)");
+        self.execute(&cmd)?;
+        if self.mode == Mode::DryRun {
+            return Ok(Outcome::Pending("cargo-fuzz".into()));
+        }
+        cargo_fuzz_version().map(Outcome::Installed).ok_or_else(|| {
+            failure(
+                anyhow!("cargo install succeeded but `cargo fuzz --version` does not answer"),
+                &cmd,
+            )
+        })
+    }
+}
+
+/// `cargo-fuzz 0.13.1`, None when `cargo fuzz` is not installed.
+pub fn cargo_fuzz_version() -> Option<String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["fuzz", "--version"])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 fn linker_detail(path: &Path, version: &str, llvm: Option<u32>) -> String {

@@ -1,0 +1,3 @@
+//! libFuzzer entry for `ppscope_fuzz::args` (see fuzz/src/lib.rs for what it checks).
+#![no_main]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| ppscope_fuzz::args(data));

@@ -3,6 +3,7 @@
 //! The library half exists so that integration tests (`xtask/tests/`) can boot the VM lab
 //! and read what ran inside it.
 
+pub mod bench;
 pub mod setup;
 pub mod test;
 pub mod vm;

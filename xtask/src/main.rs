@@ -15,6 +15,8 @@ enum Command {
     Test(xtask::test::TestArgs),
     /// The VM lab: boot a Debian kernel under QEMU with the lab topology and run a script.
     Vm(xtask::vm::VmArgs),
+    /// Run the overhead benchmarks and write BENCHMARKS.md (see the README, "Benchmarks").
+    Bench(xtask::bench::BenchArgs),
     /// Set up, build and run ppscope with the given arguments (default: `diagnose`).
     Run {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -41,6 +43,7 @@ fn main() {
         Command::Setup(args) => xtask::setup::run(&args),
         Command::Test(args) => xtask::test::run(&args),
         Command::Vm(args) => xtask::vm::main(args),
+        Command::Bench(args) => xtask::bench::run(&args),
         Command::Run { args } => run_ppscope(args),
     };
     match result {

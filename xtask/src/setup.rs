@@ -133,6 +133,8 @@ pub const PACKAGES: &[DebPackage] = &[
     deb("python3-yaml",            Bookworm,  None,          "parses the Kubernetes and Prometheus YAML in the deploy tests"),
     deb("systemd",                 Bookworm,  None,          "systemd-analyze verifies the agent's unit"),
     deb("binutils",                Bookworm,  None,          "strip for the lab binaries"),
+    deb("bpftrace",                Bookworm,  None,          "the benchmarks' comparison (copied into the VM lab with its libraries)"),
+    deb("libbpf-tools",            Bookworm,  None,          "funclatency, the benchmarks' slow-path latency comparison"),
     deb("qemu-system-x86",         Backports, Some("1:10"),  "the VM lab (>= 10; bookworm's 7.2 is too old)"),
 ];
 

@@ -1,0 +1,649 @@
+//! Benchmarks on this host's kernel: tracepoint probe cost, agent cost with many real pools,
+//! start-up, and the simulator. Traffic only crosses namespaces made here (198.19.0.0/16,
+//! inside the 198.18.0.0/15 benchmark range), bounded in time, removed afterwards.
+use anyhow::{bail, Context, Result};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use super::report::{AgentRow, ProbeCostRow, SimRow, StartupRow};
+use super::{BenchArgs, Results, Spread, Tools};
+
+const NS_A: &str = "ppbench-a";
+const NS_B: &str = "ppbench-b";
+
+/// Two namespaces, removed (with every veth in them) and helper processes killed on drop.
+struct Lab {
+    children: Vec<Child>,
+}
+
+impl Lab {
+    fn new() -> Result<Lab> {
+        for ns in [NS_A, NS_B] {
+            let _ = sh("ip", &["netns", "del", ns]);
+            sh("ip", &["netns", "add", ns])?;
+            sh("ip", &["-n", ns, "link", "set", "lo", "up"])?;
+        }
+        Ok(Lab {
+            children: Vec::new(),
+        })
+    }
+
+    /// `n` veth pairs `pa<i>` (in A) ↔ `pb<i>` (in B), each on its own /30; returns B's
+    /// addresses. One `ip -batch` per namespace: 1,000 pairs take seconds, not minutes.
+    fn pairs(&self, n: usize) -> Result<Vec<String>> {
+        let addr = |i: usize, host: usize| format!("198.19.{}.{}", i / 64, (i % 64) * 4 + host);
+        let mut root = String::new();
+        for i in 0..n {
+            root.push_str(&format!(
+                "link add pa{i} netns {NS_A} type veth peer name pb{i} netns {NS_B}\n"
+            ));
+        }
+        batch(None, &root)?;
+        let (mut a, mut b) = (String::new(), String::new());
+        for i in 0..n {
+            a.push_str(&format!(
+                "addr add {}/30 dev pa{i}\nlink set pa{i} up\n",
+                addr(i, 1)
+            ));
+            b.push_str(&format!(
+                "addr add {}/30 dev pb{i}\nlink set pb{i} up\n",
+                addr(i, 2)
+            ));
+        }
+        batch(Some(NS_A), &a)?;
+        batch(Some(NS_B), &b)?;
+        Ok((0..n).map(|i| addr(i, 2)).collect())
+    }
+
+    /// XDP on every B end (veth builds its page_pools when XDP is attached).
+    fn xdp(&mut self, tools: &Tools, devs: &[String]) -> Result<()> {
+        let mut c = Command::new("ip")
+            .args(["netns", "exec", NS_B])
+            .arg(&tools.bench_probe)
+            .arg("xdp")
+            .arg(&tools.object)
+            .args(devs)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("bench-probe xdp")?;
+        let mut out = c.stdout.take().context("stdout")?;
+        self.children.push(c);
+        let mut buf = [0u8; 64];
+        let n = out.read(&mut buf).unwrap_or(0);
+        if !String::from_utf8_lossy(&buf[..n]).starts_with("attached") {
+            bail!("bench-probe xdp did not attach");
+        }
+        Ok(())
+    }
+
+    fn spawn(&mut self, cmd: &mut Command) -> Result<u32> {
+        let c = cmd.spawn().context("spawning a benchmark process")?;
+        let id = c.id();
+        self.children.push(c);
+        Ok(id)
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for ns in [NS_A, NS_B] {
+            let _ = sh("ip", &["netns", "del", ns]);
+        }
+    }
+}
+
+fn sh(prog: &str, args: &[&str]) -> Result<String> {
+    let out = Command::new(prog)
+        .args(args)
+        .output()
+        .with_context(|| format!("running {prog}"))?;
+    if !out.status.success() {
+        bail!(
+            "{prog} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn batch(ns: Option<&str>, cmds: &str) -> Result<()> {
+    let mut c = Command::new("ip");
+    if let Some(ns) = ns {
+        c.args(["-n", ns]);
+    }
+    let mut child = c
+        .args(["-batch", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .context("ip -batch")?;
+    child
+        .stdin
+        .take()
+        .context("stdin")?
+        .write_all(cmds.as_bytes())?;
+    if !child.wait()?.success() {
+        bail!("ip -batch failed");
+    }
+    Ok(())
+}
+
+/// Per-call BPF run time of one hook: ppscope's programs (summed: an entry/exit pair is one
+/// event) and the empty programs on the same hook.
+pub struct HookProgs {
+    pub backend: &'static str,
+    pub hook: &'static str,
+    pub ours: &'static [&'static str],
+    pub floor: &'static [&'static str],
+}
+
+/// Kernel program names are cut to 15 bytes.
+pub const HOOK_PROGS: &[HookProgs] = &[
+    HookProgs {
+        backend: "fentry",
+        hook: "alloc",
+        ours: &["fe_alloc"],
+        floor: &["bench_fe_alloc"],
+    },
+    HookProgs {
+        backend: "fentry",
+        hook: "alloc_frag",
+        ours: &["fe_alloc_frag"],
+        floor: &["bench_fe_frag"],
+    },
+    HookProgs {
+        backend: "fentry",
+        hook: "recycle",
+        ours: &["fe_put_entry", "fx_put_exit"],
+        floor: &["bench_fe_put", "bench_fx_put"],
+    },
+    HookProgs {
+        backend: "kprobe",
+        hook: "alloc",
+        ours: &["pp_alloc"],
+        floor: &["bench_kp_alloc"],
+    },
+    HookProgs {
+        backend: "kprobe",
+        hook: "alloc_frag",
+        ours: &["pp_alloc_frag"],
+        floor: &["bench_kp_frag"],
+    },
+    HookProgs {
+        backend: "kprobe",
+        hook: "recycle",
+        ours: &["pp_put_entry", "pp_put_exit"],
+        floor: &["bench_kp_put", "bench_krp_put"],
+    },
+    HookProgs {
+        backend: "tracepoint",
+        hook: "page_hold",
+        ours: &["tp_state_hold"],
+        floor: &["bench_tp_hold"],
+    },
+    HookProgs {
+        backend: "tracepoint",
+        hook: "page_release",
+        ours: &["tp_state_releas"],
+        floor: &["bench_tp_releas"],
+    },
+];
+
+/// `prog NAME RUNS RUN_NS` lines of `bench-probe floor` → name → (runs, ns).
+pub fn parse_prog_lines(text: &str) -> std::collections::HashMap<String, (u64, u64)> {
+    let mut m = std::collections::HashMap::new();
+    for l in text.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if let ["prog", name, runs, ns] = f.as_slice() {
+            if let (Ok(r), Ok(n)) = (runs.parse::<u64>(), ns.parse::<u64>()) {
+                let e = m.entry(name.to_string()).or_insert((0, 0));
+                e.0 += r;
+                e.1 += n;
+            }
+        }
+    }
+    m
+}
+
+/// ns per call summed over `names`; None when one of them never ran.
+pub fn per_call(
+    m: &std::collections::HashMap<String, (u64, u64)>,
+    names: &[&str],
+) -> Option<(u64, f64)> {
+    let mut total = 0.0;
+    let mut calls = u64::MAX;
+    for n in names {
+        let &(runs, ns) = m.get(*n)?;
+        if runs == 0 {
+            return None;
+        }
+        total += ns as f64 / runs as f64;
+        calls = calls.min(runs);
+    }
+    Some((calls, total))
+}
+
+/// Collects rows for `backend` from several windows of `bench-probe floor` output.
+pub fn cost_rows(place: &str, backend: &str, windows: &[String], res: &mut Results) {
+    for h in HOOK_PROGS.iter().filter(|h| h.backend == backend) {
+        let (mut ours, mut floor, mut calls) = (Vec::new(), Vec::new(), 0u64);
+        for w in windows {
+            let m = parse_prog_lines(w);
+            if let (Some((c, o)), Some((_, f))) = (per_call(&m, h.ours), per_call(&m, h.floor)) {
+                ours.push(o);
+                floor.push(f);
+                calls += c;
+            }
+        }
+        match (Spread::of(&ours), Spread::of(&floor)) {
+            (Some(o), Some(f)) => res.probe_cost.push(ProbeCostRow {
+                place: place.to_string(),
+                backend: backend.to_string(),
+                hook: h.hook.to_string(),
+                calls,
+                ours: o,
+                floor: f,
+            }),
+            _ => res.probe_cost_notes.push(format!(
+                "{place}, {backend}, {}: no calls seen by both ppscope ({}) and the floor ({}) — the hook did not fire or did not attach",
+                h.hook,
+                h.ours.join("+"),
+                h.floor.join("+")
+            )),
+        }
+    }
+}
+
+fn wait_line(path: &Path, pat: &str, timeout: Duration) -> bool {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if std::fs::read_to_string(path).is_ok_and(|t| t.contains(pat)) {
+            return true;
+        }
+        sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+/// Backend 3 on this host: ppscope's tracepoint programs next to empty raw tracepoints, over
+/// veth + XDP iperf3 traffic (a 256-entry pool churning through the allocator).
+pub fn tracepoint_cost(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
+    eprintln!("bench: probe-cost (tracepoint, host)");
+    let secs: u64 = if args.quick { 2 } else { 5 };
+    let windows = if args.quick { 1 } else { 3 };
+    let mut lab = Lab::new()?;
+    batch(
+        None,
+        &format!("link add pt0 netns {NS_A} type veth peer name pt1 netns {NS_B}\n"),
+    )?;
+    batch(
+        Some(NS_A),
+        "addr add 198.19.200.1/24 dev pt0\nlink set pt0 up\n",
+    )?;
+    batch(
+        Some(NS_B),
+        "addr add 198.19.200.2/24 dev pt1\nlink set pt1 up\n",
+    )?;
+    lab.xdp(tools, &["pt1".to_string()])?;
+    lab.spawn(
+        Command::new("ip")
+            .args(["netns", "exec", NS_B, "iperf3", "-s", "-1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )?;
+    let dir = tempdir("probe-cost")?;
+    let log = dir.join("diag.err");
+    let diag = lab.spawn(
+        Command::new(&tools.ppscope)
+            .args([
+                "diagnose",
+                "--duration",
+                "1h",
+                "--json",
+                "--backend",
+                "tracepoint",
+            ])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?),
+    )?;
+    if !wait_line(&log, "watching page_pools", Duration::from_secs(60)) {
+        bail!(
+            "ppscope diagnose did not start: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
+    let total = windows as u64 * (secs + 1) + 2;
+    let iperf = Command::new("ip")
+        .args(["netns", "exec", NS_A, "iperf3", "-c", "198.19.200.2", "-t"])
+        .arg(total.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut outs = Vec::new();
+    sleep(Duration::from_secs(1));
+    for _ in 0..windows {
+        let out = Command::new(&tools.bench_probe)
+            .arg("floor")
+            .arg(&tools.object)
+            .args(["tracepoint", &secs.to_string()])
+            .output()?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if !out.status.success() {
+            res.probe_cost_notes.push(format!(
+                "host, tracepoint: bench-probe failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        outs.push(text);
+    }
+    let _ = iperf.wait_with_output();
+    // SAFETY: kill(2) on a child of ours.
+    unsafe { kill(diag as i32, 2) };
+    cost_rows("host", "tracepoint", &outs, res);
+    drop(lab);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+extern "C" {
+    fn kill(pid: i32, sig: i32) -> i32;
+    fn sysconf(name: i32) -> i64;
+}
+
+fn tempdir(what: &str) -> Result<std::path::PathBuf> {
+    let d = std::env::temp_dir().join(format!("ppscope-bench-{what}-{}", std::process::id()));
+    std::fs::create_dir_all(&d)?;
+    Ok(d)
+}
+
+/// utime + stime of a process, in clock ticks.
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the ")" of the command name: state is field 3; utime 14, stime 15.
+    let rest = &s[s.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+fn status_kb(pid: u32, key: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix(key))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    let code = body.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, body))
+}
+
+/// Distinct `pool="…"` label values in a Prometheus text page.
+pub fn pools_in_metrics(text: &str) -> usize {
+    let mut set = std::collections::HashSet::new();
+    for l in text.lines().filter(|l| !l.starts_with('#')) {
+        if let Some(i) = l.find("pool=\"") {
+            let rest = &l[i + 6..];
+            if let Some(j) = rest.find('"') {
+                set.insert(&rest[..j]);
+            }
+        }
+    }
+    set.len()
+}
+
+/// Agent cost with N real pools: CPU per second over a window, RSS, pools it exports.
+pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
+    let counts: &[usize] = if args.quick {
+        &[1, 10]
+    } else {
+        &[1, 100, 1000]
+    };
+    let window: u64 = if args.quick { 3 } else { 10 };
+    let hz = unsafe { sysconf(2) }.max(1) as f64; // _SC_CLK_TCK
+    for &n in counts {
+        eprintln!("bench: agent with {n} pool(s)");
+        let mut lab = Lab::new()?;
+        let addrs = lab.pairs(n)?;
+        let devs: Vec<String> = (0..n).map(|i| format!("pb{i}")).collect();
+        let port = 19464;
+        let dir = tempdir("agent")?;
+        let log = dir.join("agent.err");
+        let pid = lab.spawn(
+            Command::new(&tools.ppscope)
+                .args([
+                    "agent",
+                    "--interval",
+                    "1s",
+                    "--listen",
+                    &format!("127.0.0.1:{port}"),
+                ])
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log)?),
+        )?;
+        let up = Instant::now();
+        while http_get(port, "/healthz").is_none_or(|(c, _)| c != 200) {
+            if up.elapsed() > Duration::from_secs(60) {
+                bail!(
+                    "ppscope agent did not come up: {}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
+            sleep(Duration::from_millis(200));
+        }
+        // Pools born after the agent attached: the first packet through each makes it
+        // allocate, so the probes see every one.
+        lab.xdp(tools, &devs)?;
+        let sent = Command::new("ip")
+            .args(["netns", "exec", NS_A])
+            .arg(&tools.bench_probe)
+            .arg("udp")
+            .args(&addrs)
+            .output()?;
+        if !sent.status.success() {
+            bail!("bench-probe udp: {}", String::from_utf8_lossy(&sent.stderr));
+        }
+        sleep(Duration::from_secs(3));
+        if n == *counts.last().unwrap() && !args.quick {
+            // A recording of every pool, for the simulator benchmark's advice timing.
+            let _ = Command::new(&tools.ppscope)
+                .args(["record", "-o"])
+                .arg(std::env::temp_dir().join("ppscope-bench-pools.rec"))
+                .args(["--duration", "3s", "--interval", "10ms"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+        let mut per_sec = Vec::new();
+        let mut rss_max = 0u64;
+        let mut last = cpu_ticks(pid).context("agent gone")?;
+        for _ in 0..window {
+            sleep(Duration::from_secs(1));
+            let now = cpu_ticks(pid).context("agent exited during the window")?;
+            per_sec.push((now - last) as f64 / hz * 100.0);
+            last = now;
+            rss_max = rss_max.max(status_kb(pid, "VmRSS:").unwrap_or(0));
+        }
+        let pools = http_get(port, "/metrics").map_or(0, |(_, b)| pools_in_metrics(&b));
+        res.agent.push(AgentRow {
+            pools_made: n,
+            pools_exported: pools,
+            cpu: Spread::of(&per_sec).context("no CPU samples")?,
+            cpu_mean: per_sec.iter().sum::<f64>() / per_sec.len() as f64,
+            rss_mb: rss_max as f64 / 1024.0,
+        });
+        unsafe { kill(pid as i32, 15) };
+        drop(lab);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    res.agent_notes.push(
+        "`ppscope top` is not in this build (the dashboard is still to come), so it has no row."
+            .into(),
+    );
+    Ok(())
+}
+
+fn bench_startup(tools: &Tools, pattern: &str, cmd: &[&str]) -> Result<f64, String> {
+    let out = Command::new(&tools.bench_probe)
+        .args(["startup", "120", pattern])
+        .args(cmd)
+        .output()
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("startup-ms "))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| {
+            String::from_utf8_lossy(&out.stderr)
+                .trim()
+                .chars()
+                .take(300)
+                .collect()
+        })
+}
+
+/// bpftrace on the host's hooks (the same four tracepoints ppscope uses here). bpftrace needs
+/// tracefs for tracepoint formats; it is mounted in a private mount namespace only.
+pub const HOST_BT: &str =
+    "tracepoint:page_pool:page_pool_state_hold { @hold[args->pool] = count(); } \
+tracepoint:page_pool:page_pool_state_release { @rel[args->pool] = count(); } \
+tracepoint:napi:napi_poll { @polls[args->napi] = count(); } \
+tracepoint:skb:kfree_skb { @drops[args->reason] = count(); } \
+BEGIN { printf(\"bpftrace-ready\\n\"); }";
+
+pub fn startup(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
+    eprintln!("bench: startup (host)");
+    let n = if args.quick { 1 } else { 5 };
+    let pp = tools.ppscope.to_string_lossy().into_owned();
+    let bt = format!("mount -t tracefs nodev /sys/kernel/tracing && exec bpftrace -e '{HOST_BT}'");
+    let has_bt = Command::new("bpftrace").arg("--version").output().is_ok();
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    for _ in 0..n {
+        // Alternating: each tool starts as often first as second.
+        match bench_startup(
+            tools,
+            "watching page_pools",
+            &[&pp, "diagnose", "--duration", "1h"],
+        ) {
+            Ok(ms) => ours.push(ms),
+            Err(e) => res.startup_notes.push(format!("host, ppscope: {e}")),
+        }
+        if has_bt {
+            match bench_startup(tools, "bpftrace-ready", &["unshare", "-m", "sh", "-c", &bt]) {
+                Ok(ms) => theirs.push(ms),
+                Err(e) => res.startup_notes.push(format!("host, bpftrace: {e}")),
+            }
+        }
+    }
+    if let Some(s) = Spread::of(&ours) {
+        res.startup.push(StartupRow {
+            place: "host".into(),
+            tool: "ppscope diagnose (tracepoints)".into(),
+            ms: s,
+        });
+    }
+    if let Some(s) = Spread::of(&theirs) {
+        res.startup.push(StartupRow {
+            place: "host".into(),
+            tool: "bpftrace 4 tracepoints".into(),
+            ms: s,
+        });
+    }
+    if !has_bt {
+        res.startup_notes
+            .push("host: bpftrace is not installed (`cargo xtask setup` installs it)".into());
+    }
+    res.startup_notes.dedup();
+    Ok(())
+}
+
+/// Events in a simulate --json result: allocations plus frees of the profile at the current
+/// size (each candidate ring size replays all of them).
+pub fn sim_events(v: &serde_json::Value) -> u64 {
+    v["results"].as_array().map_or(0, |rs| {
+        rs.iter()
+            .map(|r| {
+                let c = &r["advice"]["current"];
+                let g = |k: &str| c[k].as_u64().unwrap_or(0);
+                g("allocs") + g("recycled_cached") + g("recycled_ring") + g("ring_full")
+            })
+            .sum()
+    })
+}
+
+pub fn simulator(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
+    eprintln!("bench: simulator");
+    let n = if args.quick { 1 } else { 5 };
+    for scenario in ["gve-devmem-alltoall", "many-sockets", "healthy"] {
+        let mut times = Vec::new();
+        let mut events = 0;
+        for _ in 0..n {
+            let t = Instant::now();
+            let out = Command::new(&tools.ppscope)
+                .args(["simulate", "--scenario", scenario, "--json"])
+                .output()?;
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+            if !out.status.success() {
+                bail!(
+                    "ppscope simulate --scenario {scenario}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+            events = sim_events(&v);
+        }
+        let s = Spread::of(&times).context("no timings")?;
+        res.simulator.push(SimRow {
+            what: format!("simulate --scenario {scenario}"),
+            pools: None,
+            events,
+            ms: s,
+        });
+    }
+    let rec = std::env::temp_dir().join("ppscope-bench-pools.rec");
+    if rec.is_file() {
+        let mut times = Vec::new();
+        let mut pools = 0;
+        let mut advised = 0;
+        for _ in 0..n {
+            let t = Instant::now();
+            let out = Command::new(&tools.ppscope)
+                .args(["diagnose", "--json", "--replay"])
+                .arg(&rec)
+                .output()?;
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+            if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout) {
+                pools = v["pools"].as_array().map_or(0, |p| p.len());
+                advised = v["advice"].as_array().map_or(0, |a| a.len());
+            }
+        }
+        res.simulator.push(SimRow {
+            what: format!("diagnose --replay (recording of the agent benchmark's pools; {advised} with advice)"),
+            pools: Some(pools),
+            events: 0,
+            ms: Spread::of(&times).context("no timings")?,
+        });
+        let _ = std::fs::remove_file(&rec);
+    } else {
+        res.simulator_notes.push("No 1,000-pool recording (the agent benchmark makes it; it did not run or was --quick).".into());
+    }
+    Ok(())
+}

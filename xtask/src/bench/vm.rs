@@ -1,0 +1,205 @@
+//! Benchmarks in the VM lab (`xtask/vm-tests/bench-vm.sh`): fentry and kprobe probe cost,
+//! workload slowdown, and start-up with kprobes. The guest's CPUs are emulated (TCG): the
+//! figures compare configurations within one run; they say nothing of real hardware speed.
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use super::report::{StartupRow, WorkloadRow};
+use super::{host, BenchArgs, Results, Spread, Tools};
+use crate::vm::{run_script, Ppscope, VmRun};
+
+/// A host binary and the libraries ldd names, as (host, guest) pairs for `VmRun::extra`.
+fn with_libs(bin: &Path, guest: &str) -> Result<Vec<(PathBuf, String)>> {
+    let mut v = vec![(bin.to_path_buf(), guest.to_string())];
+    let out = Command::new("ldd").arg(bin).output().context("ldd")?;
+    for l in String::from_utf8_lossy(&out.stdout).lines() {
+        // "libz.so.1 => /lib/x86_64-linux-gnu/libz.so.1 (0x…)"
+        if let Some(path) = l
+            .split("=>")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+        {
+            if path.starts_with('/') {
+                let g = path.strip_prefix("/usr").unwrap_or(path);
+                v.push((PathBuf::from(path), format!("/usr{g}")));
+            }
+        }
+    }
+    Ok(v)
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .chain(["/usr/sbin", "/sbin"])
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.is_file())
+}
+
+pub fn run(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
+    let mut phases = Vec::new();
+    if args.wants("probe-cost") {
+        phases.push("floor");
+    }
+    if args.wants("workload") {
+        phases.push("workload");
+    }
+    if args.wants("startup") {
+        phases.push("startup");
+    }
+    let rounds = args.rounds.unwrap_or(if args.quick { 1 } else { 3 });
+    let secs = if args.quick { 2 } else { 4 };
+    let mut configs = vec!["none", "fentry", "kprobe"];
+    let mut run = VmRun::new(crate::workspace_root().join("xtask/vm-tests/bench-vm.sh"));
+    run.ppscope = Ppscope::Path(tools.ppscope.clone());
+    run.extra
+        .push((tools.bench_probe.clone(), "/lab/bench-probe".into()));
+    run.extra.push((tools.bursty.clone(), "/lab/bursty".into()));
+    run.extra
+        .push((tools.object.clone(), "/lab/ppscope.o".into()));
+    run.timeout = Duration::from_secs(if args.quick { 600 } else { 1800 });
+    // bpftrace brings ~200 MB of LLVM and clang: the smoke run leaves the alternatives out.
+    if !args.quick {
+        match which("bpftrace") {
+            Some(bt) => {
+                run.extra.extend(with_libs(&bt, "/usr/sbin/bpftrace")?);
+                configs.push("bpftrace");
+            }
+            None => res.workload_notes.push(
+                "bpftrace is not installed on the host (`cargo xtask setup` installs it): no bpftrace rows.".into(),
+            ),
+        }
+        match which("funclatency") {
+            Some(fl) => {
+                run.extra.extend(with_libs(&fl, "/usr/sbin/funclatency")?);
+                configs.push("funclatency");
+            }
+            None => res.workload_notes.push(
+                "libbpf-tools' funclatency is not installed on the host: no funclatency rows."
+                    .into(),
+            ),
+        }
+        run.memory = "3G".into();
+    }
+    run.args = vec![
+        rounds.to_string(),
+        secs.to_string(),
+        phases.join(","),
+        configs.join(","),
+        (if args.quick { 1 } else { 3 }).to_string(),
+    ];
+    eprintln!(
+        "bench: VM lab ({}), {rounds} round(s) of {secs} s, configs {}",
+        phases.join(", "),
+        configs.join(", ")
+    );
+    let out = run_script(&run)?;
+    res.vm_kernel = Some(out.kernel_version.clone());
+    parse(&out.output, &configs, res);
+    if out.status != 0 {
+        res.workload_notes
+            .push(format!("The VM script exited with status {}.", out.status));
+    }
+    Ok(())
+}
+
+/// Reads the script's lines into the results.
+pub fn parse(output: &str, configs: &[&str], res: &mut Results) {
+    // Probe cost: the lines between floor-begin and floor-end of each backend.
+    for backend in ["fentry", "kprobe"] {
+        let begin = format!("floor-begin {backend}\n");
+        let end = format!("floor-end {backend}");
+        if let Some(i) = output.find(&begin) {
+            let rest = &output[i + begin.len()..];
+            let body = &rest[..rest.find(&end).unwrap_or(rest.len())];
+            for l in body.lines().filter(|l| l.starts_with("floor-missing")) {
+                res.probe_cost_notes.push(format!("VM, {backend}: {l}"));
+            }
+            host::cost_rows("VM (TCG)", backend, &[body.to_string()], res);
+        }
+    }
+    let mut samples: Vec<(String, String, f64, f64)> = Vec::new();
+    for l in output.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        match f.as_slice() {
+            ["result", w, c, _round, mbps, cpu] => samples.push((
+                w.to_string(),
+                c.to_string(),
+                mbps.parse().unwrap_or(f64::NAN),
+                cpu.parse().unwrap_or(f64::NAN),
+            )),
+            ["tool-error", what, rest @ ..] => {
+                let note = format!("`{what}` failed in the guest: {}", rest.join(" "));
+                if what.starts_with("startup") {
+                    res.startup_notes.push(note);
+                } else if !res.workload_notes.contains(&note) {
+                    res.workload_notes.push(note);
+                }
+            }
+            _ => {}
+        }
+    }
+    for w in ["virtio", "veth", "bursty"] {
+        for c in configs {
+            let pick = |f: fn(&(String, String, f64, f64)) -> f64| -> Vec<f64> {
+                samples
+                    .iter()
+                    .filter(|s| s.0 == w && s.1 == *c)
+                    .map(f)
+                    .collect()
+            };
+            if let (Some(m), Some(cpu)) = (Spread::of(&pick(|s| s.2)), Spread::of(&pick(|s| s.3))) {
+                res.workload.push(WorkloadRow {
+                    workload: w.to_string(),
+                    config: c.to_string(),
+                    mbps: m,
+                    cpu,
+                });
+            }
+        }
+    }
+    for tool in ["ppscope-fentry", "ppscope-kprobe", "bpftrace"] {
+        let v: Vec<f64> = output
+            .lines()
+            .filter_map(|l| l.strip_prefix(&format!("startup {tool} ")))
+            .filter_map(|v| v.trim().parse().ok())
+            .collect();
+        if let Some(s) = Spread::of(&v) {
+            res.startup.push(StartupRow {
+                place: "VM (TCG)".into(),
+                tool: match tool {
+                    "ppscope-fentry" => "ppscope diagnose (auto: fentry)".into(),
+                    "ppscope-kprobe" => "ppscope diagnose --backend kprobe".into(),
+                    _ => "bpftrace, same hooks (kprobes)".into(),
+                },
+                ms: s,
+            });
+        }
+    }
+    res.startup_notes.dedup();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_script_output() {
+        let out = "floor-begin fentry\nfloor-attached alloc page_pool_alloc_netmems\nfloor-ready\n\
+prog fe_alloc 1000 200000\nprog bench_fe_alloc 1000 100000\nfloor-end fentry\n\
+result veth none 1 100.0 150.0\nresult veth none 2 110.0 150.0\nresult veth fentry 1 99.0 151.0\n\
+tool-error bpftrace ERROR: boom\nstartup ppscope-fentry 812.5\n";
+        let mut r = Results::default();
+        parse(out, &["none", "fentry", "bpftrace"], &mut r);
+        let alloc = r.probe_cost.iter().find(|p| p.hook == "alloc").unwrap();
+        assert_eq!(alloc.ours.median, 200.0);
+        assert_eq!(alloc.floor.median, 100.0);
+        assert_eq!(r.workload.len(), 2);
+        assert_eq!(r.workload[0].mbps.median, 105.0);
+        assert!(r.workload_notes.iter().any(|n| n.contains("boom")));
+        assert_eq!(r.startup[0].ms.median, 812.5);
+    }
+}

@@ -1,0 +1,289 @@
+//! `bench-probe`: the benchmark suite's kernel-side helper (see `cargo xtask bench`).
+//!
+//! It loads ppscope's eBPF object from a file (not embedded: xtask must build on a machine
+//! without the BPF toolchain) and uses only the programs the product never attaches:
+//!
+//! - `bench-probe floor OBJECT BACKEND SECONDS`: attaches the empty programs of BACKEND
+//!   (`fentry`, `kprobe` or `tracepoint`) to the hot hooks, keeps `BPF_ENABLE_STATS` on for
+//!   SECONDS, then prints `prog NAME RUNS RUN_NS` for every program on the system that ran
+//!   (ppscope's, running beside it, and the empty floors), and `floor-attached HOOK` lines.
+//! - `bench-probe xdp OBJECT DEV...`: attaches `xdp_pass` to every DEV (gives each veth its
+//!   page_pools), prints `attached N`, and holds them until killed.
+//! - `bench-probe udp ADDR...`: sends one datagram to port 9 of every ADDR (the first packet
+//!   through each veth makes its pool allocate, so the probes see every pool).
+//! - `bench-probe startup TIMEOUT_S PATTERN CMD ARGS...`: runs CMD and prints `startup-ms X`,
+//!   the time from exec until PATTERN appears on its stdout or stderr, then stops it (SIGINT).
+use std::{
+    env, fs,
+    io::{BufRead, BufReader},
+    net::UdpSocket,
+    process::{Command, ExitCode, Stdio},
+    sync::mpsc,
+    thread,
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context, Result};
+use aya::{
+    programs::{loaded_programs, FEntry, FExit, KProbe, RawTracePoint, Xdp, XdpMode},
+    Btf, Ebpf,
+};
+
+/// Alternatives across kernel versions, newest first (as in agent/src/probes.rs HOOKS).
+const ALLOC: &[&str] = &["page_pool_alloc_netmems", "page_pool_alloc_netmem"];
+const FRAG: &[&str] = &["page_pool_alloc_frag_netmem", "page_pool_alloc_frag"];
+const PUT: &[&str] = &[
+    "page_pool_put_unrefed_netmem",
+    "page_pool_put_defragged_page",
+];
+
+fn kallsyms() -> String {
+    fs::read_to_string("/proc/kallsyms").unwrap_or_default()
+}
+
+fn first_present(syms: &str, names: &[&'static str]) -> Option<&'static str> {
+    names.iter().copied().find(|n| {
+        syms.lines()
+            .any(|l| l.split_whitespace().nth(2).is_some_and(|s| s == *n))
+    })
+}
+
+fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
+    let data = fs::read(object).with_context(|| format!("reading {object}"))?;
+    let mut ebpf = Ebpf::load(&data).context("loading the eBPF object")?;
+    let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime)
+        .context("BPF_ENABLE_STATS refused: no run-time figures")?;
+    let syms = kallsyms();
+    let mut attached = 0;
+    match backend {
+        "fentry" | "kprobe" => {
+            let btf = Btf::from_sys_fs().ok();
+            for (names, hook, progs) in [
+                (ALLOC, "alloc", ["bench_fe_alloc", "", "bench_kp_alloc", ""]),
+                (
+                    FRAG,
+                    "alloc_frag",
+                    ["bench_fe_frag", "", "bench_kp_frag", ""],
+                ),
+                (
+                    PUT,
+                    "recycle",
+                    [
+                        "bench_fe_put",
+                        "bench_fx_put",
+                        "bench_kp_put",
+                        "bench_krp_put",
+                    ],
+                ),
+            ] {
+                let Some(sym) = first_present(&syms, names) else {
+                    println!("floor-missing {hook} not in kallsyms");
+                    continue;
+                };
+                let r: Result<()> = (|| {
+                    if backend == "fentry" {
+                        let btf = btf.as_ref().context("no vmlinux BTF")?;
+                        let p: &mut FEntry =
+                            ebpf.program_mut(progs[0]).context("prog")?.try_into()?;
+                        p.load(sym, btf)?;
+                        p.attach()?;
+                        if !progs[1].is_empty() {
+                            let p: &mut FExit =
+                                ebpf.program_mut(progs[1]).context("prog")?.try_into()?;
+                            p.load(sym, btf)?;
+                            p.attach()?;
+                        }
+                    } else {
+                        for name in [progs[2], progs[3]].into_iter().filter(|n| !n.is_empty()) {
+                            let p: &mut KProbe =
+                                ebpf.program_mut(name).context("prog")?.try_into()?;
+                            p.load()?;
+                            p.attach(sym, 0)?;
+                        }
+                    }
+                    Ok(())
+                })();
+                match r {
+                    Ok(()) => {
+                        attached += 1;
+                        println!("floor-attached {hook} {sym}");
+                    }
+                    Err(e) => println!("floor-missing {hook} {e:#}"),
+                }
+            }
+        }
+        "tracepoint" => {
+            for (prog, tp, hook) in [
+                ("bench_tp_hold", "page_pool_state_hold", "page_hold"),
+                (
+                    "bench_tp_release",
+                    "page_pool_state_release",
+                    "page_release",
+                ),
+            ] {
+                let r: Result<()> = (|| {
+                    let p: &mut RawTracePoint =
+                        ebpf.program_mut(prog).context("prog")?.try_into()?;
+                    p.load()?;
+                    p.attach(tp)?;
+                    Ok(())
+                })();
+                match r {
+                    Ok(()) => {
+                        attached += 1;
+                        println!("floor-attached {hook} {tp}");
+                    }
+                    Err(e) => println!("floor-missing {hook} {e:#}"),
+                }
+            }
+        }
+        other => bail!("unknown backend {other} (fentry, kprobe, tracepoint)"),
+    }
+    if attached == 0 {
+        bail!("no empty program could be attached with {backend}");
+    }
+    println!("floor-ready");
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end {
+        thread::sleep(Duration::from_millis(100));
+    }
+    for info in loaded_programs().flatten() {
+        let runs = info.run_count();
+        if runs == 0 {
+            continue;
+        }
+        let name = info.name_as_str().unwrap_or("?");
+        println!("prog {name} {runs} {}", info.run_time().as_nanos() as u64);
+    }
+    drop(stats);
+    Ok(())
+}
+
+fn xdp(object: &str, devs: &[String]) -> Result<()> {
+    let data = fs::read(object).with_context(|| format!("reading {object}"))?;
+    let mut ebpf = Ebpf::load(&data).context("loading the eBPF object")?;
+    let p: &mut Xdp = ebpf
+        .program_mut("xdp_pass")
+        .context("xdp_pass")?
+        .try_into()?;
+    p.load()?;
+    for dev in devs {
+        p.attach(dev, XdpMode::Driver)
+            .with_context(|| format!("attaching XDP to {dev}"))?;
+    }
+    println!("attached {}", devs.len());
+    // Held until killed: the links are fd-based and go with the process.
+    loop {
+        thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+fn udp(addrs: &[String]) -> Result<()> {
+    let sock = UdpSocket::bind("0.0.0.0:0")?;
+    let mut sent = 0;
+    for a in addrs {
+        if sock.send_to(b"ppscope-bench", (a.as_str(), 9)).is_ok() {
+            sent += 1;
+        }
+    }
+    println!("sent {sent}");
+    Ok(())
+}
+
+fn startup(timeout: u64, pattern: &str, cmd: &[String]) -> Result<()> {
+    let start = Instant::now();
+    let mut child = Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("running {}", cmd[0]))?;
+    let (tx, rx) = mpsc::channel::<(Instant, String)>();
+    let out = child.stdout.take().context("stdout")?;
+    let err = child.stderr.take().context("stderr")?;
+    for r in [
+        Box::new(out) as Box<dyn std::io::Read + Send>,
+        Box::new(err) as Box<dyn std::io::Read + Send>,
+    ] {
+        let tx = tx.clone();
+        thread::spawn(move || {
+            for line in BufReader::new(r).lines().map_while(Result::ok) {
+                if tx.send((Instant::now(), line)).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    drop(tx);
+    let deadline = start + Duration::from_secs(timeout);
+    let mut seen = Vec::new();
+    let found = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((at, line)) if line.contains(pattern) => break Some(at),
+            Ok((_, line)) => seen.push(line),
+            Err(_) => break None,
+        }
+    };
+    // SIGINT: both ppscope and bpftrace end cleanly on it.
+    // SAFETY: plain kill(2) on our own child.
+    unsafe { libc_kill(child.id() as i32, 2) };
+    // bpftrace 0.17 sometimes sits on SIGINT right after start: the figure is taken, so a
+    // tool that does not end within 5 s is killed rather than waited for.
+    let stop = Instant::now() + Duration::from_secs(5);
+    while child.try_wait().ok().flatten().is_none() {
+        if Instant::now() > stop {
+            let _ = child.kill();
+            let _ = child.wait();
+            break;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    match found {
+        Some(at) => {
+            println!("startup-ms {:.1}", (at - start).as_secs_f64() * 1e3);
+            Ok(())
+        }
+        None => bail!(
+            "'{pattern}' did not appear within {timeout} s; output: {}",
+            seen.join(" | ")
+        ),
+    }
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let r = match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        ["floor", object, backend, secs] => match secs.parse() {
+            Ok(s) => floor(object, backend, s),
+            Err(_) => Err(anyhow::anyhow!("SECONDS must be a number")),
+        },
+        ["xdp", object, devs @ ..] if !devs.is_empty() => xdp(object, &args[2..]),
+        ["udp", addrs @ ..] if !addrs.is_empty() => udp(&args[1..]),
+        ["startup", timeout, pattern, cmd @ ..] if !cmd.is_empty() => match timeout.parse() {
+            Ok(t) => startup(t, pattern, &args[3..]),
+            Err(_) => Err(anyhow::anyhow!("TIMEOUT_S must be a number")),
+        },
+        _ => {
+            eprintln!("usage: bench-probe floor OBJECT fentry|kprobe|tracepoint SECONDS | xdp OBJECT DEV... | udp ADDR... | startup TIMEOUT_S PATTERN CMD ARGS...");
+            return ExitCode::from(2);
+        }
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench-probe: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! Smoke runs of `cargo xtask bench --quick`: each benchmark runs for seconds and its figures
+//! must be sane (real programs ran, real pools were seen, times are positive and bounded).
+//! Not timed tests: nothing here fails because the machine is slow.
+//!
+//! `#[ignore]`d for a plain `cargo test` (root, BPF, namespaces; the second boots the VM lab);
+//! `cargo xtask test` runs them.
+use xtask::bench::{collect, BenchArgs};
+
+fn quick(only: &[&str], no_vm: bool) -> xtask::bench::Results {
+    let args = BenchArgs {
+        quick: true,
+        only: only.iter().map(|s| s.to_string()).collect(),
+        no_vm,
+        ..BenchArgs::default()
+    };
+    collect(&args).expect("the quick benchmarks run")
+}
+
+#[test]
+#[ignore = "needs root and BPF; run by cargo xtask test"]
+fn bench_host_quick_smoke() {
+    let r = quick(&[], true);
+    // Probe cost on the host's tracepoints: both ppscope and the empty programs ran over the
+    // same events, and ppscope's body costs something but not absurdly much.
+    assert!(
+        !r.probe_cost.is_empty(),
+        "no probe-cost rows: {:?}",
+        r.probe_cost_notes
+    );
+    for p in &r.probe_cost {
+        assert!(p.calls > 100, "too few events: {p:?}");
+        assert!(p.floor.median > 0.0 && p.ours.median > 0.0, "{p:?}");
+        let ratio = p.ours.median / p.floor.median;
+        assert!(
+            (0.5..100.0).contains(&ratio),
+            "implausible ratio {ratio}: {p:?}"
+        );
+    }
+    // The agent exported every pool made for it, within bounded memory.
+    assert_eq!(r.agent.len(), 2, "{:?}", r.agent_notes);
+    for a in &r.agent {
+        assert!(a.pools_exported >= a.pools_made, "{a:?}");
+        assert!(a.rss_mb > 1.0 && a.rss_mb < 1024.0, "{a:?}");
+        assert!(a.cpu.median >= 0.0 && a.cpu.max < 200.0, "{a:?}");
+    }
+    let pp = r
+        .startup
+        .iter()
+        .find(|s| s.tool.starts_with("ppscope"))
+        .unwrap_or_else(|| panic!("no ppscope start-up: {:?}", r.startup_notes));
+    assert!(pp.ms.median > 1.0 && pp.ms.median < 120_000.0, "{pp:?}");
+    assert_eq!(r.simulator.len(), 3);
+    for s in &r.simulator {
+        assert!(s.events > 0 && s.ms.median > 0.0, "{s:?}");
+    }
+}
+
+#[test]
+#[ignore = "boots the VM lab; run by cargo xtask test"]
+fn vm_bench_quick_smoke() {
+    let r = quick(&["probe-cost", "workload"], false);
+    for backend in ["fentry", "kprobe"] {
+        let rows: Vec<_> = r
+            .probe_cost
+            .iter()
+            .filter(|p| p.backend == backend)
+            .collect();
+        assert!(
+            rows.iter().any(|p| p.hook == "alloc" && p.calls > 100),
+            "{backend}: no alloc events measured: {:?} {:?}",
+            rows,
+            r.probe_cost_notes
+        );
+    }
+    for w in ["virtio", "veth", "bursty"] {
+        for c in ["none", "fentry", "kprobe"] {
+            let row = r
+                .workload
+                .iter()
+                .find(|x| x.workload == w && x.config == c)
+                .unwrap_or_else(|| panic!("no {w}/{c} row: {:?}", r.workload_notes));
+            assert!(row.mbps.median > 0.1, "{row:?}");
+        }
+    }
+}

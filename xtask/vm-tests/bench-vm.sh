@@ -1,0 +1,184 @@
+#!/bin/sh
+# VM lab script for `cargo xtask bench`: what ppscope costs the workload, next to bpftrace and
+# libbpf-tools funclatency, on the lab's emulated (TCG) CPUs. Prints lines the host parses:
+#   floor-begin BACKEND / bench-probe's lines / floor-end BACKEND
+#   result WORKLOAD CONFIG ROUND MBIT_S CPU_PERCENT
+#   tool-error CONFIG TEXT
+#   startup TOOL MS
+#
+# Usage: bench-vm.sh ROUNDS SECONDS PHASES CONFIGS [STARTUPS]
+#   PHASES: comma list of floor, workload, startup
+#   CONFIGS: comma list of none, fentry, kprobe, bpftrace, funclatency
+#   STARTUPS: start-up measurements per tool (default 3)
+# Needs /lab/bench-probe, /lab/bursty, /lab/ppscope.o (the eBPF object); bpftrace and
+# funclatency where the configs name them.
+set -u
+ROUNDS=$1
+SECS=$2
+PHASES=$3
+CONFIGS=$(echo "$4" | tr , ' ')
+STARTUPS=${5:-3}
+OBJ=/lab/ppscope.o
+BT_SCRIPT=/tmp/pp.bt
+
+wait_for() { # file pattern
+    i=0
+    until grep -q "$2" "$1" 2>/dev/null; do
+        i=$((i + 1))
+        [ "$i" -lt 1200 ] || return 1
+        sleep 0.1
+    done
+}
+has_phase() { case ",$PHASES," in *",$1,"*) return 0 ;; esac; return 1; }
+
+# bpftrace doing ppscope's hot work: per-pool counts of allocations, fragment allocations,
+# recycles and refills, and a slow-path latency histogram per pool.
+cat >$BT_SCRIPT <<'BT'
+kprobe:page_pool_alloc_netmems { @alloc[arg0] = count(); }
+kprobe:page_pool_alloc_frag_netmem { @frag[arg0] = count(); }
+kprobe:page_pool_put_unrefed_netmem { @put[arg0] = count(); }
+kprobe:page_pool_refill_alloc_cache { @refill[arg0] = count(); }
+kprobe:__page_pool_alloc_netmems_slow { @start[tid] = nsecs; @pool[tid] = arg0; }
+kretprobe:__page_pool_alloc_netmems_slow /@start[tid]/ {
+    @slow[@pool[tid]] = hist(nsecs - @start[tid]);
+    delete(@start[tid]); delete(@pool[tid]);
+}
+BEGIN { printf("bpftrace-ready\n"); }
+BT
+
+ip netns exec ppb iperf3 -s -D
+ip netns exec ppd iperf3 -s -D
+# veth1 needs XDP for its page_pools; it stays for every configuration alike.
+ip netns exec ppd ppscope lab xdp veth1 >/tmp/xdp.log 2>&1 &
+XDP=$!
+wait_for /tmp/xdp.log attached || { echo "tool-error xdp $(cat /tmp/xdp.log)"; exit 1; }
+
+TOOL=""
+FAILED=" "
+start_tool() { # config -> 0 when running (or nothing to run)
+    TOOL=""
+    # A tool that could not start once is not retried every round (each try costs minutes).
+    case "$FAILED" in *" $1 "*) return 1 ;; esac
+    rm -f /tmp/tool.log
+    case $1 in
+        none) return 0 ;;
+        fentry) ppscope diagnose --duration 1h --json --backend auto >/dev/null 2>/tmp/tool.log &
+            TOOL=$!; pat="watching page_pools" ;;
+        kprobe) ppscope diagnose --duration 1h --json --backend kprobe >/dev/null 2>/tmp/tool.log &
+            TOOL=$!; pat="watching page_pools" ;;
+        bpftrace) bpftrace $BT_SCRIPT >/tmp/tool.log 2>&1 &
+            TOOL=$!; pat="bpftrace-ready" ;;
+        funclatency) funclatency -d 3600 __page_pool_alloc_netmems_slow >/tmp/tool.log 2>&1 &
+            TOOL=$!
+            # Its "Tracing…" line sits in a stdio buffer until exit: wait for its programs
+            # (dummy_fentry or dummy_kprobe) to be loaded instead.
+            i=0
+            until bpftool prog show 2>/dev/null | grep -q 'name dummy_'; do
+                i=$((i + 1))
+                if [ "$i" -gt 600 ] || ! kill -0 "$TOOL" 2>/dev/null; then
+                    echo "tool-error funclatency $(tr '\n' ' ' </tmp/tool.log | cut -c1-300)"
+                    FAILED="$FAILED$1 "
+                    kill -INT "$TOOL" 2>/dev/null; wait "$TOOL" 2>/dev/null; TOOL=""
+                    return 1
+                fi
+                sleep 0.1
+            done
+            sleep 1
+            return 0 ;;
+        *) echo "tool-error $1 unknown config"; return 1 ;;
+    esac
+    if ! wait_for /tmp/tool.log "$pat" || ! kill -0 "$TOOL" 2>/dev/null; then
+        echo "tool-error $1 $(tr '\n' ' ' </tmp/tool.log | cut -c1-300)"
+        FAILED="$FAILED$1 "
+        kill -INT "$TOOL" 2>/dev/null; wait "$TOOL" 2>/dev/null
+        TOOL=""
+        return 1
+    fi
+}
+stop_tool() {
+    [ -n "$TOOL" ] || return 0
+    kill -INT "$TOOL" 2>/dev/null
+    wait "$TOOL" 2>/dev/null
+    TOOL=""
+}
+
+cpu_ticks() { # busy total
+    awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t }' /proc/stat
+}
+ncpu=$(grep -c '^processor' /proc/cpuinfo)
+
+# One workload run: prints "MBIT_S CPU_PERCENT" (CPU in % of one core, all CPUs summed).
+run_workload() {
+    set -- "$1" $(cpu_ticks)
+    w=$1; b0=$2; t0=$3
+    case $w in
+        virtio) mbps=$(ip netns exec ppa iperf3 -c 198.18.0.2 -t "$SECS" -f m 2>&1 |
+            awk '/receiver/ { for (i = 1; i < NF; i++) if ($(i+1) == "Mbits/sec") print $i }') ;;
+        veth) mbps=$(ip netns exec ppc iperf3 -c 198.18.1.2 -t "$SECS" -f m 2>&1 |
+            awk '/receiver/ { for (i = 1; i < NF; i++) if ($(i+1) == "Mbits/sec") print $i }') ;;
+        bursty)
+            ip netns exec ppb /lab/bursty recv 198.18.0.2:5301 "$SECS" 150 100 >/tmp/recv.txt 2>&1 &
+            rp=$!
+            sleep 0.5
+            ip netns exec ppa /lab/bursty send 198.18.0.2:5301 "$SECS" >/dev/null 2>&1
+            wait "$rp"
+            mbps=$(awk -F= -v s="$SECS" '/bytes=/ { printf "%.1f", $2 * 8 / s / 1e6 }' /tmp/recv.txt) ;;
+    esac
+    set -- $(cpu_ticks)
+    cpu=$(awk -v b="$(($1 - b0))" -v t="$(($2 - t0))" -v n="$ncpu" 'BEGIN { if (t > 0) printf "%.1f", 100 * n * b / t; else print "nan" }')
+    echo "${mbps:-nan} $cpu"
+}
+
+if has_phase floor; then
+    for b in fentry kprobe; do
+        echo "floor-begin $b"
+        if start_tool "$b"; then
+            # The floor programs sit on the same functions as ppscope's, over the same packets.
+            /lab/bench-probe floor $OBJ "$b" $((2 * SECS + 4)) >/tmp/floor.txt 2>&1 &
+            F=$!
+            wait_for /tmp/floor.txt floor-ready || true
+            ip netns exec ppa iperf3 -c 198.18.0.2 -t "$SECS" >/dev/null 2>&1
+            ip netns exec ppc iperf3 -c 198.18.1.2 -t "$SECS" >/dev/null 2>&1
+            wait "$F"
+            cat /tmp/floor.txt
+            stop_tool
+        fi
+        echo "floor-end $b"
+    done
+fi
+
+if has_phase workload; then
+    r=1
+    while [ "$r" -le "$ROUNDS" ]; do
+        # Alternate: each round starts one configuration later, so no configuration always
+        # runs first (warm caches) or last.
+        set -- $CONFIGS
+        i=1
+        while [ "$i" -lt "$r" ]; do c=$1; shift; set -- "$@" "$c"; i=$((i + 1)); done
+        for c in "$@"; do
+            start_tool "$c" || continue
+            for w in virtio veth bursty; do
+                echo "result $w $c $r $(run_workload $w)"
+            done
+            stop_tool
+        done
+        r=$((r + 1))
+    done
+fi
+
+if has_phase startup; then
+    n=0
+    while [ "$n" -lt "$STARTUPS" ]; do
+        n=$((n + 1))
+        /lab/bench-probe startup 120 "watching page_pools" ppscope diagnose --duration 1h --backend auto 2>&1 |
+            awk '/startup-ms/ { print "startup ppscope-fentry " $2 } /bench-probe:/ { print "tool-error startup-ppscope " $0 }'
+        /lab/bench-probe startup 120 "watching page_pools" ppscope diagnose --duration 1h --backend kprobe 2>&1 |
+            awk '/startup-ms/ { print "startup ppscope-kprobe " $2 } /bench-probe:/ { print "tool-error startup-ppscope-kprobe " $0 }'
+        if command -v bpftrace >/dev/null; then
+            /lab/bench-probe startup 120 bpftrace-ready bpftrace $BT_SCRIPT 2>&1 |
+                awk '/startup-ms/ { print "startup bpftrace " $2 } /bench-probe:/ { print "tool-error startup-bpftrace " $0 }'
+        fi
+    done
+fi
+kill "$XDP"
+echo "bench-done"

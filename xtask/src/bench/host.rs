@@ -462,14 +462,24 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
         }
         sleep(Duration::from_secs(3));
         if n == *counts.last().unwrap() && !args.quick {
-            // A recording of every pool, for the simulator benchmark's advice timing.
-            let _ = Command::new(&tools.ppscope)
+            // A recording of every pool, for the simulator benchmark's replay timing: a
+            // second packet through each pool once the recorder has attached, so that it
+            // sees them all.
+            let mut rec = Command::new(&tools.ppscope)
                 .args(["record", "-o"])
                 .arg(std::env::temp_dir().join("ppscope-bench-pools.rec"))
-                .args(["--duration", "3s", "--interval", "10ms"])
+                .args(["--duration", "4s", "--interval", "10ms"])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
-                .status();
+                .spawn()?;
+            sleep(Duration::from_secs(2));
+            let _ = Command::new("ip")
+                .args(["netns", "exec", NS_A])
+                .arg(&tools.bench_probe)
+                .arg("udp")
+                .args(&addrs)
+                .output();
+            let _ = rec.wait();
         }
         let mut per_sec = Vec::new();
         let mut rss_max = 0u64;

@@ -118,7 +118,8 @@ pub fn missing_privilege(caps: u64) -> Option<String> {
         missing.push("CAP_PERFMON");
     }
     Some(format!(
-        "ppscope needs root or the capabilities {} to load its probes (missing: {}); run it with sudo",
+        // Least privilege is the deployment we recommend, so say how to grant them, not only sudo.
+        "ppscope needs root or the capabilities {} to load its probes (missing: {}); run it with sudo, or grant them (systemd AmbientCapabilities=, or setcap cap_bpf,cap_perfmon+ep)",
         "CAP_BPF and CAP_PERFMON",
         missing.join(", ")
     ))

@@ -185,3 +185,228 @@ impl Drop for VethLab {
         }
     }
 }
+
+// ---- Reliability helpers (tests/reliability*.rs): the agent as a process, its HTTP side,
+// ---- and what it owns in the kernel and in memory.
+
+/// A plain HTTP/1.1 GET on loopback: (status, body); None when nothing answers in `timeout`.
+pub fn http_get_timeout(addr: &str, path: &str, timeout: Duration) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let sock: std::net::SocketAddr = addr.parse().ok()?;
+    let mut s = std::net::TcpStream::connect_timeout(&sock, timeout).ok()?;
+    s.set_read_timeout(Some(timeout)).ok()?;
+    s.set_write_timeout(Some(timeout)).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).ok()?;
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let status = raw.split_whitespace().nth(1)?.parse().ok()?;
+    let (head, body) = raw.split_once("\r\n\r\n")?;
+    // A complete answer only: the body must be as long as the head says.
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(body.len());
+    (len == body.len()).then(|| (status, body.to_string()))
+}
+
+/// Sum of the samples of metric `name` whose labels contain `label` ("" for all).
+pub fn metric_sum(text: &str, name: &str, label: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.split(['{', ' ']).next() == Some(name) && l.contains(label))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+/// Number of samples (series) of metric `name` whose labels contain `label`.
+pub fn metric_series(text: &str, name: &str, label: &str) -> usize {
+    text.lines()
+        .filter(|l| l.split(['{', ' ']).next() == Some(name) && l.contains(label))
+        .count()
+}
+
+/// A free loopback TCP port (racy by nature; good enough for tests).
+pub fn free_tcp_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Resident memory of a process, in KiB (`VmRSS`).
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Threads and open fds of a process.
+pub fn threads_and_fds(pid: u32) -> (usize, usize) {
+    let count = |d: String| std::fs::read_dir(d).map(|r| r.count()).unwrap_or(0);
+    (
+        count(format!("/proc/{pid}/task")),
+        count(format!("/proc/{pid}/fd")),
+    )
+}
+
+/// The BPF objects a process holds fds of, by kind (`prog_id`, `link_id`, `map_id` from
+/// `/proc/PID/fdinfo`): exactly what must disappear when it dies, whoever else runs BPF.
+#[derive(Debug, Default, Clone)]
+pub struct BpfOwned {
+    pub progs: Vec<u32>,
+    pub links: Vec<u32>,
+    pub maps: Vec<u32>,
+}
+
+pub fn bpf_owned_by(pid: u32) -> BpfOwned {
+    let mut owned = BpfOwned::default();
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
+        return owned;
+    };
+    for entry in dir.flatten() {
+        let Ok(info) = std::fs::read_to_string(entry.path()) else {
+            continue;
+        };
+        for line in info.lines() {
+            let Some((k, v)) = line.split_once(':') else {
+                continue;
+            };
+            let Ok(id) = v.trim().parse::<u32>() else {
+                continue;
+            };
+            match k.trim() {
+                "prog_id" => owned.progs.push(id),
+                "link_id" => owned.links.push(id),
+                "map_id" => owned.maps.push(id),
+                _ => {}
+            }
+        }
+    }
+    for v in [&mut owned.progs, &mut owned.links, &mut owned.maps] {
+        v.sort_unstable();
+        v.dedup();
+    }
+    owned
+}
+
+/// Which of `owned` the kernel still has (by id), listed the way bpftool does.
+pub fn bpf_still_loaded(owned: &BpfOwned) -> BpfOwned {
+    let progs: Vec<u32> = aya::programs::loaded_programs()
+        .filter_map(|p| p.ok())
+        .map(|p| p.id())
+        .filter(|id| owned.progs.contains(id))
+        .collect();
+    let links: Vec<u32> = aya::programs::loaded_links()
+        .filter_map(|l| l.ok())
+        .map(|l| l.id())
+        .filter(|id| owned.links.contains(id))
+        .collect();
+    let maps: Vec<u32> = aya::maps::loaded_maps()
+        .filter_map(|m| m.ok())
+        .map(|m| m.id())
+        .filter(|id| owned.maps.contains(id))
+        .collect();
+    BpfOwned { progs, links, maps }
+}
+
+/// `ppscope agent` as a child process, killed on drop; stderr lines are collected.
+pub struct AgentProc {
+    pub child: Child,
+    pub addr: String,
+    pub stderr: std::sync::mpsc::Receiver<String>,
+}
+
+impl AgentProc {
+    /// Starts `ppscope agent --listen ADDR ARGS` (a free loopback port when `listen` is None;
+    /// no `--listen` at all, the default, when it is `Some("")`) and waits for its "agent
+    /// serving" line.
+    pub fn start(listen: Option<&str>, args: &[&str]) -> Self {
+        let addr = match listen {
+            Some("") => "127.0.0.1:9464".to_string(),
+            Some(a) => a.to_string(),
+            None => format!("127.0.0.1:{}", free_tcp_port()),
+        };
+        let mut cmd = Command::new(PPSCOPE);
+        cmd.arg("agent");
+        if listen != Some("") {
+            cmd.args(["--listen", &addr]);
+        }
+        let mut child = cmd
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn ppscope agent");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let agent = Self {
+            child,
+            addr,
+            stderr: rx,
+        };
+        let line = agent
+            .stderr
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the agent says it is serving");
+        assert!(line.contains("agent serving"), "agent said: {line}");
+        agent
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn metrics(&self) -> String {
+        let (status, body) = http_get_timeout(&self.addr, "/metrics", Duration::from_secs(10))
+            .unwrap_or_else(|| panic!("nothing answers on {}", self.addr));
+        assert_eq!(status, 200, "{body}");
+        body
+    }
+
+    /// Waits for the first collection (the agent answers 503 until then); returns how long.
+    pub fn wait_first_collection(&self, limit: Duration) -> Duration {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let Some((200, _)) = http_get_timeout(&self.addr, "/metrics", Duration::from_secs(2))
+            {
+                return start.elapsed();
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        panic!(
+            "the agent on {} never collected within {limit:?}",
+            self.addr
+        );
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+}
+
+impl Drop for AgentProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -5,6 +5,7 @@
 
 pub mod bench;
 pub mod setup;
+pub mod soak;
 pub mod test;
 pub mod vm;
 

@@ -15,6 +15,8 @@ enum Command {
     Test(xtask::test::TestArgs),
     /// The VM lab: boot a Debian kernel under QEMU with the lab topology and run a script.
     Vm(xtask::vm::VmArgs),
+    /// The long reliability suite (RELIABILITY.md): fuzzing, churn, faults and a VM soak.
+    Soak(xtask::soak::SoakArgs),
     /// Run the overhead benchmarks and write BENCHMARKS.md (see the README, "Benchmarks").
     Bench(xtask::bench::BenchArgs),
     /// Set up, build and run ppscope with the given arguments (default: `diagnose`).
@@ -43,6 +45,7 @@ fn main() {
         Command::Setup(args) => xtask::setup::run(&args),
         Command::Test(args) => xtask::test::run(&args),
         Command::Vm(args) => xtask::vm::main(args),
+        Command::Soak(args) => xtask::soak::run(&args),
         Command::Bench(args) => xtask::bench::run(&args),
         Command::Run { args } => run_ppscope(args),
     };

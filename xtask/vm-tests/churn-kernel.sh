@@ -1,0 +1,106 @@
+#!/bin/sh
+# VM lab script (reliability): kernel-side changes while `ppscope agent` is attached.
+#   1. pool churn: veth1 down/up CYCLES times with XDP attached and UDP flowing (each down
+#      destroys its page_pool, each up makes a new one);
+#   2. link down/up of the virtio NIC vnet1 (its pool outlives it: virtio builds it at probe);
+#   3. vnet1 renamed to vren1;
+#   4. netns ppd deleted with veth1 and its (GRO) pools inside.
+# gve rmmod/insmod has its own script (gve-reload.sh). Prints @@sections for
+# xtask/tests/vm_reliability.rs.
+#
+# Usage: churn-kernel.sh BACKEND CYCLES
+set -eu
+BACKEND=$1
+CYCLES=$2
+GRACE=3
+
+wait_for() { # file pattern
+    i=0
+    until grep -q "$2" "$1" 2>/dev/null; do
+        i=$((i + 1)); [ "$i" -lt 900 ] || { echo "timed out waiting for '$2' in $1"; cat "$1"; exit 1; }
+        sleep 0.1
+    done
+}
+scrape() { busybox wget -q -O - http://127.0.0.1:9464/metrics; }
+# Sum of a metric's samples for one device (0 when none).
+total() { scrape | grep "^$1{" | grep "device=\"$2\"" | awk '{s += $NF} END {print s + 0}'; }
+series() { scrape | grep "^ppscope_page_pool_pages_allocated_total{" | grep -c "device=\"$1\"" || true; }
+self() { scrape | grep -E "^ppscope_(map_entries|map_capacity|collection_errors_total|collections_total|pools) "; }
+
+ip link set lo up
+ip netns exec ppb iperf3 -s -D
+ip netns exec ppd iperf3 -s -D
+ppscope agent --listen 127.0.0.1:9464 --interval 500ms --grace ${GRACE}s --backend "$BACKEND" 2>/tmp/agent.err &
+AGENT=$!
+wait_for /tmp/agent.err "agent serving"
+rss() { awk '/VmRSS/ {print $2}' "/proc/$AGENT/status"; }
+ip netns exec ppd ppscope lab xdp veth1 >/tmp/xdp.log 2>&1 &
+XDP=$!
+wait_for /tmp/xdp.log attached
+sleep 2
+
+# 1. Churn.
+ip netns exec ppc iperf3 -u -b 50M -t 100000 -c 198.18.1.2 >/dev/null 2>&1 &
+FLOOD=$!
+sleep 1
+echo "@@rss-before"; rss
+START=$(date +%s)
+i=0
+while [ "$i" -lt "$CYCLES" ]; do
+    ip -n ppd link set veth1 down
+    ip -n ppd link set veth1 up
+    sleep 0.05
+    i=$((i + 1))
+done
+END=$(date +%s)
+sleep 1
+echo "@@churn"; echo "cycles $CYCLES seconds $((END - START))"
+echo "@@rss-churned"; rss
+echo "@@self-churned"; self
+echo "@@veth1-pages"; total ppscope_page_pool_pages_allocated_total veth1
+kill "$FLOOD" 2>/dev/null || true
+
+# 2. vnet1 down and up: the pool keeps counting afterwards.
+ip netns exec ppa iperf3 -c 198.18.0.2 -t 2 >/dev/null
+sleep 1
+echo "@@vnet1-before"; total ppscope_page_pool_alloc_total vnet1
+ip -n ppb link set vnet1 down
+sleep 1
+ip -n ppb link set vnet1 up
+sleep 2
+ip netns exec ppa iperf3 -c 198.18.0.2 -t 2 >/dev/null
+sleep 1
+echo "@@vnet1-after"; total ppscope_page_pool_alloc_total vnet1
+
+# 3. Renamed: new traffic shows under the new name, after the grace none under the old one.
+ip -n ppb link set vnet1 down
+ip -n ppb link set vnet1 name vren1
+ip -n ppb link set vren1 up
+sleep 2
+ip netns exec ppa iperf3 -c 198.18.0.2 -t 3 >/dev/null
+sleep $((GRACE + 2))
+echo "@@renamed-old"; series vnet1
+echo "@@renamed-new"; series vren1
+echo "@@renamed-pages-new"; total ppscope_page_pool_alloc_total vren1
+
+# 4. netns ppd deleted with veth1 inside: GRO keeps veth1's pools without XDP, so nothing
+#    of ours holds the namespace when it goes.
+ip netns exec ppd ethtool -K veth1 gro on >/dev/null
+kill "$XDP"
+wait "$XDP" 2>/dev/null || true
+ip netns exec ppc iperf3 -c 198.18.1.2 -t 2 >/dev/null
+sleep 1
+echo "@@ns-before"; series veth1
+ip netns del ppd
+sleep $((GRACE + 2))
+echo "@@ns-after"; series veth1
+sleep $((GRACE * 2 + 1))
+echo "@@ns-later"; series veth1
+
+echo "@@healthz"; busybox wget -q -O - http://127.0.0.1:9464/healthz || echo down
+echo "@@self-end"; self
+echo "@@rss-end"; rss
+kill -TERM "$AGENT"
+if wait "$AGENT"; then echo "@@agent-exit"; echo 0; else echo "@@agent-exit"; echo $?; fi
+echo "@@agent-err"; cat /tmp/agent.err
+echo "@@end"

@@ -20,8 +20,8 @@ use std::{
 mod common;
 
 use common::{
-    bpf_owned_by, bpf_still_loaded, http_get_timeout, metric_series, metric_sum, rss_kib, run,
-    stop, threads_and_fds, AgentProc, VethLab, PPSCOPE,
+    bpf_owned_by, bpf_still_loaded, http_get_timeout, metric_sum, rss_kib, run, stop,
+    threads_and_fds, AgentProc, VethLab, PPSCOPE,
 };
 
 fn env_u64(name: &str, default: u64) -> u64 {

@@ -35,7 +35,8 @@ wait_for /tmp/xdp.log attached
 # The scraper: one GET a second for the whole soak; every failure is counted.
 (
     while :; do
-        if busybox wget -q -T 5 -O /tmp/last.prom http://127.0.0.1:9464/metrics; then
+        # (No -T: Debian busybox-static's wget segfaults on it.)
+        if busybox wget -q -O /tmp/last.prom http://127.0.0.1:9464/metrics; then
             echo ok >>/tmp/scrapes
         else
             echo fail >>/tmp/scrapes

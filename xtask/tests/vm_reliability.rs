@@ -113,7 +113,7 @@ fn vm_reliability_kernel_changes_while_the_agent_is_attached() {
     // 4. netns deleted with its pools: they leave after the grace period and stay gone.
     check(
         number(o, "ns-before") >= 1.0,
-        "veth1's GRO pools never showed".into(),
+        "veth1's pools never showed before the netns went".into(),
     );
     check(
         number(o, "ns-after") == 0.0 && number(o, "ns-later") == 0.0,

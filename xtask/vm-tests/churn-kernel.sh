@@ -4,7 +4,7 @@
 #      destroys its page_pool, each up makes a new one);
 #   2. link down/up of the virtio NIC vnet1 (its pool outlives it: virtio builds it at probe);
 #   3. vnet1 renamed to vren1;
-#   4. netns ppd deleted with veth1 and its (GRO) pools inside.
+#   4. netns ppd deleted with veth1 and its pools inside.
 # gve rmmod/insmod has its own script (gve-reload.sh). Prints @@sections for
 # xtask/tests/vm_reliability.rs.
 #
@@ -83,15 +83,14 @@ echo "@@renamed-old"; series vnet1
 echo "@@renamed-new"; series vren1
 echo "@@renamed-pages-new"; total ppscope_page_pool_alloc_total vren1
 
-# 4. netns ppd deleted with veth1 inside: GRO keeps veth1's pools without XDP, so nothing
-#    of ours holds the namespace when it goes.
-ip netns exec ppd ethtool -K veth1 gro on >/dev/null
-kill "$XDP"
-wait "$XDP" 2>/dev/null || true
+# 4. netns ppd deleted with veth1 and its pools inside: the name goes first; the namespace
+#    lives while the XDP holder is in it, and goes (with veth1 and its pools) when it exits.
 ip netns exec ppc iperf3 -c 198.18.1.2 -t 2 >/dev/null
 sleep 1
 echo "@@ns-before"; series veth1
 ip netns del ppd
+kill "$XDP"
+wait "$XDP" 2>/dev/null || true
 sleep $((GRACE + 2))
 echo "@@ns-after"; series veth1
 sleep $((GRACE * 2 + 1))

@@ -519,7 +519,7 @@ fn pool_churn_keeps_the_agent_flat_and_its_pools_true() {
 fn churned_pools_are_never_counted_under_another_device() {
     // Two labs churn in turn, so a new pool of one device often lands at the address a dead
     // pool of the other device had (the slab reuses it). Then X goes down for good and only Y
-    // keeps making pools: a diagnose window must show Y's pools moving and nothing under X,
+    // keeps making pools: a diagnose window must show Y's pools taking pages and none under X,
     // which has no pool left.
     let cycles = env_u64("PPSCOPE_CHURN_CYCLES", 1000) / 5;
     let mut x = VethLab::new("x", 43);
@@ -541,8 +541,10 @@ fn churned_pools_are_never_counted_under_another_device() {
         }
     };
     churn(&[&x, &y], cycles);
-    link(&x.ns_rx, &x.dev_rx, "down");
+    // X's flood stops, so its last pool (whose pages made its identity "X") holds nothing in
+    // flight and is freed the moment X goes down.
     drop(fx);
+    thread::sleep(Duration::from_secs(1));
     let mut diag = Command::new(PPSCOPE)
         .args(["diagnose", "--duration", "4s", "--json"])
         .stdout(Stdio::piped())
@@ -557,6 +559,12 @@ fn churned_pools_are_never_counted_under_another_device() {
             .unwrap();
         assert!(line.contains("watching"), "{line}");
     }
+    // Y down, then X down, then Y up: the slab hands Y's new pool the address X's pool had
+    // just freed (last freed, first reused), the flood fills it with pages.
+    link(&y.ns_rx, &y.dev_rx, "down");
+    link(&x.ns_rx, &x.dev_rx, "down");
+    link(&y.ns_rx, &y.dev_rx, "up");
+    thread::sleep(Duration::from_millis(500));
     churn(&[&y], 40);
     let out = diag.wait_with_output().unwrap();
     drop(fy);

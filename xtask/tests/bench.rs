@@ -11,6 +11,9 @@ fn quick(only: &[&str], no_vm: bool) -> xtask::bench::Results {
         quick: true,
         only: only.iter().map(|s| s.to_string()).collect(),
         no_vm,
+        // A prebuilt ppscope (its eBPF object is found beside it), when the checkout's own
+        // build is not wanted.
+        ppscope: std::env::var_os("PPSCOPE_BENCH_PPSCOPE").map(Into::into),
         ..BenchArgs::default()
     };
     collect(&args).expect("the quick benchmarks run")

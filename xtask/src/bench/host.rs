@@ -645,6 +645,15 @@ pub fn simulator(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<(
                 advised = v["advice"].as_array().map_or(0, |a| a.len());
             }
         }
+        if pools < 1000 {
+            res.simulator_notes.push(format!(
+                "The recording holds {pools} of the 1,000 pools: on this host only page hold and \
+                 release are probed (tracepoints), and a packet through a warm pool fires \
+                 neither, so most pools show no event while the recorder runs. No pool has \
+                 advice either: advice needs the alloc and recycle hooks (fentry or kprobes), \
+                 which this host refuses. Advice time for 1,000 pools is not measured here."
+            ));
+        }
         res.simulator.push(SimRow {
             what: format!("diagnose --replay (recording of the agent benchmark's pools; {advised} with advice)"),
             pools: Some(pools),

@@ -121,13 +121,15 @@ pub fn parse(output: &str, configs: &[&str], res: &mut Results) {
             host::cost_rows("VM (TCG)", backend, &[body.to_string()], res);
         }
     }
-    let mut samples: Vec<(String, String, f64, f64)> = Vec::new();
+    // (workload, config, round, Mbit/s, CPU %)
+    let mut samples: Vec<(String, String, String, f64, f64)> = Vec::new();
     for l in output.lines() {
         let f: Vec<&str> = l.split_whitespace().collect();
         match f.as_slice() {
-            ["result", w, c, _round, mbps, cpu] => samples.push((
+            ["result", w, c, round, mbps, cpu] => samples.push((
                 w.to_string(),
                 c.to_string(),
+                round.to_string(),
                 mbps.parse().unwrap_or(f64::NAN),
                 cpu.parse().unwrap_or(f64::NAN),
             )),
@@ -144,19 +146,30 @@ pub fn parse(output: &str, configs: &[&str], res: &mut Results) {
     }
     for w in ["virtio", "veth", "bursty"] {
         for c in configs {
-            let pick = |f: fn(&(String, String, f64, f64)) -> f64| -> Vec<f64> {
-                samples
-                    .iter()
-                    .filter(|s| s.0 == w && s.1 == *c)
-                    .map(f)
-                    .collect()
-            };
-            if let (Some(m), Some(cpu)) = (Spread::of(&pick(|s| s.2)), Spread::of(&pick(|s| s.3))) {
+            let mine: Vec<_> = samples.iter().filter(|s| s.0 == w && s.1 == *c).collect();
+            let mbps: Vec<f64> = mine.iter().map(|s| s.3).collect();
+            let cpu: Vec<f64> = mine.iter().map(|s| s.4).collect();
+            // Paired with the no-probes run of the same round.
+            let ratios: Vec<f64> = mine
+                .iter()
+                .filter_map(|s| {
+                    let base = samples
+                        .iter()
+                        .find(|b| b.0 == w && b.1 == "none" && b.2 == s.2)?;
+                    (base.3 > 0.0).then(|| s.3 / base.3)
+                })
+                .collect();
+            if let (Some(m), Some(cpu)) = (Spread::of(&mbps), Spread::of(&cpu)) {
                 res.workload.push(WorkloadRow {
                     workload: w.to_string(),
                     config: c.to_string(),
                     mbps: m,
                     cpu,
+                    ratio: if *c == "none" {
+                        None
+                    } else {
+                        Spread::of(&ratios)
+                    },
                 });
             }
         }
@@ -199,6 +212,9 @@ tool-error bpftrace ERROR: boom\nstartup ppscope-fentry 812.5\n";
         assert_eq!(alloc.floor.median, 100.0);
         assert_eq!(r.workload.len(), 2);
         assert_eq!(r.workload[0].mbps.median, 105.0);
+        // fentry's round-1 run against none's round-1 run: 99 / 100.
+        assert!((r.workload[1].ratio.unwrap().median - 0.99).abs() < 1e-9);
+        assert!(r.workload[0].ratio.is_none());
         assert!(r.workload_notes.iter().any(|n| n.contains("boom")));
         assert_eq!(r.startup[0].ms.median, 812.5);
     }

@@ -123,6 +123,7 @@ pub const PACKAGES: &[DebPackage] = &[
     deb("busybox-static",          Bookworm,  None,          "the VM lab initramfs"),
     deb("iproute2",                Bookworm,  None,          "ip/tc for the lab topology"),
     deb("iperf3",                  Bookworm,  None,          "traffic for the lab tests"),
+    deb("tmux",                    Bookworm,  None,          "the dashboard test drives `ppscope top` in a real terminal"),
     deb("ethtool",                 Bookworm,  None,          "NIC settings in the lab"),
     deb("zstd",                    Bookworm,  None,          "(de)compresses kernel modules and images"),
     deb("xz-utils",                Bookworm,  None,          "(de)compresses kernel modules and images"),

@@ -134,6 +134,9 @@ if has_phase floor; then
         echo "floor-begin $b"
         if start_tool "$b"; then
             # The floor programs sit on the same functions as ppscope's, over the same packets.
+            # The previous backend's file goes first: the background job truncates it only
+            # when it starts, and its stale floor-ready would start the traffic too early.
+            rm -f /tmp/floor.txt
             /lab/bench-probe floor $OBJ "$b" $((2 * SECS + 4)) >/tmp/floor.txt 2>&1 &
             F=$!
             wait_for /tmp/floor.txt floor-ready || true

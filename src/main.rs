@@ -29,20 +29,9 @@ struct Cli {
     command: Command,
 }
 
-/// `5`, `5s`, `500ms`, `2m`.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    if let Ok(secs) = s.parse::<f64>() {
-        if secs.is_finite() && secs > 0.0 {
-            return Ok(Duration::from_secs_f64(secs));
-        }
-        return Err(format!("'{s}' is not a positive duration"));
-    }
-    let d = humantime::parse_duration(s).map_err(|e| format!("'{s}': {e} (try 5s, 500ms, 2m)"))?;
-    if d.is_zero() {
-        return Err(format!("'{s}' is not a positive duration"));
-    }
-    Ok(d)
-}
+/// Durations and addresses are parsed by the library (`ppscope::args`), where the fuzz
+/// targets reach the same code.
+use ppscope::args::{parse_duration, parse_listen};
 
 #[derive(clap::Args)]
 struct ProbeArgs {
@@ -89,7 +78,7 @@ struct DiagnoseArgs {
 #[derive(clap::Args)]
 struct AgentArgs {
     /// Where to serve /metrics, /api/v1/snapshot and /healthz.
-    #[arg(long, default_value = "127.0.0.1:9464")]
+    #[arg(long, default_value = "127.0.0.1:9464", value_parser = parse_listen)]
     listen: std::net::SocketAddr,
     /// Time between collections.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
@@ -635,6 +624,8 @@ fn agent_cmd(opts: &AgentArgs) -> Result<()> {
         );
         // Pools that stopped moving leave the metrics after the grace period.
         let now = Instant::now();
+        let listed: std::collections::HashSet<String> =
+            snap.pools.iter().map(|p| p.pool.clone()).collect();
         snap.pools.retain(|p| {
             let activity = p.activity();
             let entry = last_moved.entry(p.pool.clone()).or_insert((activity, now));
@@ -643,7 +634,9 @@ fn agent_cmd(opts: &AgentArgs) -> Result<()> {
             }
             now.duration_since(entry.1) <= opts.grace
         });
-        last_moved.retain(|_, (_, t)| now.duration_since(*t) <= opts.grace * 2);
+        // Forget only pools the kernel side no longer lists: forgetting a quiet pool that is
+        // still listed would make it new again, and bring it back after its grace.
+        last_moved.retain(|pool, _| listed.contains(pool));
         stats.collections += 1;
         stats.last_collection_seconds = started.elapsed().as_secs_f64();
         stats.pools_tracked = snap.pools.len();

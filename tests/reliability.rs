@@ -429,7 +429,9 @@ fn pool_churn_keeps_the_agent_flat_and_its_pools_true() {
     let cycles = env_u64("PPSCOPE_CHURN_CYCLES", 1000);
     let mut lab = VethLab::new("h", 42);
     let grace = Duration::from_secs(2);
-    let agent = AgentProc::start(None, &["--interval", "200ms", "--grace", "2s"]);
+    // 100 ms: the agent's 61-sample advice window (6 s) is full within the first half of the
+    // churn, so the second half measures growth, not the window filling.
+    let agent = AgentProc::start(None, &["--interval", "100ms", "--grace", "2s"]);
     let pid = agent.pid();
     lab.attach_xdp();
     let flood = Flood::start(&lab);

@@ -164,6 +164,12 @@ fn record_identity(pool: u64, cfg: &ProbeConfig) {
     if unsafe { POOL_IDENTITY.get(pool) }.is_some() {
         return;
     }
+    let _ = POOL_IDENTITY.insert(pool, read_identity(pool, cfg), 0);
+}
+
+/// What the kernel says about `pool` and its device now.
+#[inline(always)]
+fn read_identity(pool: u64, cfg: &ProbeConfig) -> PoolIdentity {
     let o = &cfg.offsets;
     let mut id = PoolIdentity::EMPTY;
     // The queue index means something only when the driver registered the pool with its netdev.
@@ -205,7 +211,43 @@ fn record_identity(pool: u64, cfg: &ProbeConfig) {
             id.known |= PoolIdentity::KNOWN_IFNAME;
         }
     }
-    let _ = POOL_IDENTITY.insert(pool, id, 0);
+    id
+}
+
+/// The identity is read once per pool address, but a pool's device can change under it: an
+/// interface renamed, or a pool freed and a new one (another device's) born at its address.
+/// Rare events (pages entering the pool, refills) compare the device and its name with what
+/// was recorded and read the whole identity again when they differ, so names follow within
+/// one rare event.
+#[inline(always)]
+fn refresh_device(pool: u64) {
+    let Some(id) = POOL_IDENTITY.get_ptr_mut(pool) else {
+        return;
+    };
+    // SAFETY: a value of the shared identity map; a concurrent refresh writes the same facts.
+    let id = unsafe { &mut *id };
+    let cfg = config();
+    let o = &cfg.offsets;
+    let Some(netdev) = pool_netdev(pool, o) else {
+        return;
+    };
+    // Compared as two words: no memcmp in BPF.
+    let Some(name) = read_field::<[u64; 2]>(netdev, o.netdev_name) else {
+        return;
+    };
+    // SAFETY: [u8; 16] and [u64; 2] have the same size; any bit pattern is valid for both.
+    let recorded: [u64; 2] = unsafe { core::mem::transmute(id.ifname) };
+    if id.netdev == netdev && recorded[0] == name[0] && recorded[1] == name[1] {
+        return;
+    }
+    if id.netdev != netdev {
+        // Another device: another pool at this address; everything is read again.
+        *id = read_identity(pool, &cfg);
+    } else {
+        // SAFETY: as above.
+        id.ifname = unsafe { core::mem::transmute::<[u64; 2], [u8; 16]>(name) };
+        id.known |= PoolIdentity::KNOWN_IFNAME;
+    }
 }
 
 /// The counters of `pool` on this CPU, created (and the pool's identity read) on first sight.
@@ -422,6 +464,7 @@ fn on_alloc_frag(pool: u64) {
 fn on_refill_exit(pool: u64, got: u64) {
     let cfg = config();
     record_state(pool);
+    refresh_device(pool);
     if let Some(c) = counters(pool) {
         c.refill_calls += 1;
         if got == 0 {
@@ -550,6 +593,7 @@ fn on_hold(pool: u64) {
     if let Some(c) = counters(pool) {
         c.hold_pages += 1;
     }
+    refresh_device(pool);
 }
 
 #[inline(always)]

@@ -615,10 +615,12 @@ fn agent_cmd(opts: &AgentArgs) -> Result<()> {
         while recent.len() > 61 {
             recent.pop_front();
         }
-        let window: Vec<RawSample> = recent.iter().cloned().collect();
+        // Borrowed, not cloned: a copy of the whole window per tick was most of the agent's
+        // CPU at 1,000 pools (BENCHMARKS.md).
+        let window: &[RawSample] = recent.make_contiguous();
         advise_pools::attach(
             &mut snap,
-            &window,
+            window,
             &probes.coverage,
             advise_pools::DEFAULT_TARGET,
         );

@@ -500,14 +500,65 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
             rss_mb: rss_max as f64 / 1024.0,
         });
         unsafe { kill(pid as i32, 15) };
+        if n == *counts.last().unwrap() {
+            // The dashboard on the same pools, alone (the agent has stopped): a real terminal
+            // (tmux, 120×40), live source, 1 s refresh.
+            match top_cost(tools, window, hz) {
+                Ok((cpu, rss_mb)) => res.agent_notes.push(format!(
+                    "`ppscope top` (live, 1 s refresh, a 120×40 tmux terminal) with the same {n} pool(s), the agent stopped: CPU {} % of a core per second, RSS {rss_mb:.1} MB.",
+                    cpu.show(1)
+                )),
+                Err(e) => res
+                    .agent_notes
+                    .push(format!("`ppscope top` could not be measured: {e:#}")),
+            }
+        }
         drop(lab);
         let _ = std::fs::remove_dir_all(&dir);
     }
-    res.agent_notes.push(
-        "`ppscope top` is not in this build (the dashboard is still to come), so it has no row."
-            .into(),
-    );
     Ok(())
+}
+
+/// CPU per second (median and range) and peak RSS of `ppscope top` in a detached tmux.
+fn top_cost(tools: &Tools, window: u64, hz: f64) -> Result<(Spread, f64)> {
+    let server = format!("ppbench-top-{}", std::process::id());
+    let cmd = format!("exec {} top --interval 1s", tools.ppscope.display());
+    let out = Command::new("tmux")
+        .args(["-L", &server, "new-session", "-d", "-x", "120", "-y", "40"])
+        .args(["-P", "-F", "#{pane_pid}", &cmd])
+        .output()
+        .context("running tmux (installed by cargo xtask setup)")?;
+    let kill_server = || {
+        let _ = Command::new("tmux")
+            .args(["-L", &server, "kill-server"])
+            .output();
+    };
+    let pid: u32 = match String::from_utf8_lossy(&out.stdout).trim().parse() {
+        Ok(p) => p,
+        Err(_) => {
+            kill_server();
+            bail!("tmux did not start top: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    };
+    let result = (|| {
+        sleep(Duration::from_secs(3));
+        let mut per_sec = Vec::new();
+        let mut rss_max = 0u64;
+        let mut last = cpu_ticks(pid).context("top exited before the window")?;
+        for _ in 0..window {
+            sleep(Duration::from_secs(1));
+            let now = cpu_ticks(pid).context("top exited during the window")?;
+            per_sec.push((now - last) as f64 / hz * 100.0);
+            last = now;
+            rss_max = rss_max.max(status_kb(pid, "VmRSS:").unwrap_or(0));
+        }
+        Ok((
+            Spread::of(&per_sec).context("no CPU samples")?,
+            rss_max as f64 / 1024.0,
+        ))
+    })();
+    kill_server();
+    result
 }
 
 fn bench_startup(tools: &Tools, pattern: &str, cmd: &[&str]) -> Result<f64, String> {

@@ -444,9 +444,8 @@ pub struct Probes {
     pub drop_reasons: HashMap<u32, String>,
     /// Keeps `BPF_ENABLE_STATS` on for as long as we run; None when the kernel refused.
     _stats: Option<OwnedFd>,
-    /// What hooks are attached against, kept to attach module hooks again (see
-    /// [`Probes::refresh_modules`]).
-    kernel: Kernel,
+    /// The backend asked for, to attach module hooks again (see [`Probes::refresh_modules`];
+    /// the kernel's symbols and BTF are read again then, not kept: tens of MB).
     backend: BackendChoice,
     /// Each hooked module as last seen (None: not loaded).
     modules: HashMap<&'static str, Option<ModuleGeneration>>,
@@ -551,7 +550,6 @@ impl Probes {
             coverage,
             drop_reasons,
             _stats: stats,
-            kernel,
             backend: opts.backend,
             modules,
         })
@@ -573,13 +571,19 @@ impl Probes {
                 continue;
             }
             self.modules.insert(module, now);
-            match Symbols::load() {
-                Ok(s) => self.kernel.symbols = s,
-                Err(e) => {
-                    changes.push(format!("{module}: cannot read kallsyms again: {e:#}"));
+            let kernel = match (Symbols::load(), KernelBtf::load(Path::new(VMLINUX_BTF))) {
+                (Ok(symbols), Ok(btf)) => Kernel {
+                    symbols,
+                    btf,
+                    aya_btf: Btf::from_sys_fs().ok(),
+                },
+                (Err(e), _) | (_, Err(e)) => {
+                    changes.push(format!(
+                        "{module} changed but kallsyms/BTF cannot be read again: {e:#}"
+                    ));
                     continue;
                 }
-            }
+            };
             let mut attached = 0;
             let mut total = 0;
             for (i, def) in HOOKS.iter().enumerate() {
@@ -587,7 +591,7 @@ impl Probes {
                     continue;
                 }
                 unload_all(&mut self.ebpf, &programs_of(def));
-                self.hooks[i] = attach_hook(&mut self.ebpf, def, self.backend, &self.kernel);
+                self.hooks[i] = attach_hook(&mut self.ebpf, def, self.backend, &kernel);
                 total += 1;
                 attached += usize::from(self.hooks[i].attached());
             }

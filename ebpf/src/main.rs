@@ -590,10 +590,17 @@ fn on_bulk_exit() {
 
 #[inline(always)]
 fn on_hold(pool: u64) {
+    let mut refresh = false;
     if let Some(c) = counters(pool) {
         c.hold_pages += 1;
+        // Pages enter a pool by the thousand under churn: the device is checked on the first
+        // page of a pool on this CPU and every 64th after (at every page it tripled this
+        // program's cost; BENCHMARKS.md), still within one slow-path batch of a new pool.
+        refresh = c.hold_pages % 64 == 1;
     }
-    refresh_device(pool);
+    if refresh {
+        refresh_device(pool);
+    }
 }
 
 #[inline(always)]

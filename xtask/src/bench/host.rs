@@ -537,7 +537,10 @@ fn top_cost(tools: &Tools, window: u64, hz: f64) -> Result<(Spread, f64)> {
         Ok(p) => p,
         Err(_) => {
             kill_server();
-            bail!("tmux did not start top: {}", String::from_utf8_lossy(&out.stderr));
+            bail!(
+                "tmux did not start top: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
     };
     let result = (|| {

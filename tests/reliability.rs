@@ -489,6 +489,31 @@ fn pool_churn_keeps_the_agent_flat_and_its_pools_true() {
     // them, then or later: each poll for three more grace periods lists what it still shows.
     link(&ns, &dev, "down");
     drop(flood);
+    // The premise is that the pools stopped moving: wait until the agent itself sees that
+    // (its last interval lists no pool of the device for a whole second; the last in-flight
+    // pages may come home a while after the link went down), then two grace periods.
+    let quiet_wait = Instant::now();
+    let mut quiet: Option<Instant> = None;
+    let moving_tag = format!("\"ifname\":\"{dev}\"");
+    while quiet_wait.elapsed() < Duration::from_secs(30) {
+        let moving = http_get_timeout(
+            &agent.addr,
+            "/api/v1/snapshot?window=interval",
+            Duration::from_secs(5),
+        )
+        .is_none_or(|(_, body)| body.contains(&moving_tag));
+        if moving {
+            quiet = None;
+        } else if quiet.get_or_insert_with(Instant::now).elapsed() >= Duration::from_secs(1) {
+            break;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    if quiet.is_none() {
+        failures.push(format!(
+            "{dev}'s pools still moving 30 s after the link went down for good"
+        ));
+    }
     thread::sleep(grace * 2 + Duration::from_secs(1));
     let watch = Instant::now();
     let mut shown = std::collections::BTreeMap::new();

@@ -78,10 +78,13 @@ ip -n ppb link set vnet1 name vren1
 ip -n ppb link set vren1 up
 sleep 2
 ip netns exec ppa iperf3 -c 198.18.0.2 -t 3 >/dev/null
-sleep $((GRACE + 2))
-echo "@@renamed-old"; series vnet1
+# Right after the traffic (within the grace period, while the pool is still listed as moving)
+# it must be under the new name; after the grace, nothing under the old one.
+sleep 1
 echo "@@renamed-new"; series vren1
 echo "@@renamed-pages-new"; total ppscope_page_pool_alloc_total vren1
+sleep $((GRACE + 2))
+echo "@@renamed-old"; series vnet1
 
 # 4. netns ppd deleted with veth1 and its pools inside: the name goes first; the namespace
 #    lives while the XDP holder is in it, and goes (with veth1 and its pools) when it exits.

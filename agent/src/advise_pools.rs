@@ -11,8 +11,8 @@ use ppscope_common::PoolIdentity;
 use crate::{
     advice::{self, Advice, PoolContext},
     kernel,
-    model::{Coverage, RawSample},
-    profile::{profiles, PoolProfile},
+    model::Coverage,
+    profile::{profiles, PoolProfile, ProfileSample},
     sim::{self, Measured, SimParams},
 };
 
@@ -85,7 +85,11 @@ fn resized_without_rebuild(p: &PoolProfile, ctx: &PoolContext, m: &Measured) -> 
 }
 
 /// Advice per pool address, for the pools whose profile the probes could measure.
-pub fn advise_window(samples: &[RawSample], cov: &Coverage, target: f64) -> HashMap<u64, Advice> {
+pub fn advise_window<S: ProfileSample>(
+    samples: &[S],
+    cov: &Coverage,
+    target: f64,
+) -> HashMap<u64, Advice> {
     // Without allocation and recycle probes there is no profile to replay.
     if !(cov.alloc && cov.recycle) {
         return HashMap::new();
@@ -122,9 +126,9 @@ pub fn advise_window(samples: &[RawSample], cov: &Coverage, target: f64) -> Hash
 }
 
 /// Computes the advice of every pool of a window and hangs it on the snapshot's pools.
-pub fn attach(
+pub fn attach<S: ProfileSample>(
     snap: &mut crate::model::Snapshot,
-    samples: &[RawSample],
+    samples: &[S],
     cov: &Coverage,
     target: f64,
 ) {
@@ -138,7 +142,6 @@ pub fn attach(
 mod tests {
     use super::*;
     use crate::sim::{Profile, Step};
-    use ppscope_common::PoolCounters;
 
     fn bursty() -> Profile {
         let mut steps = Vec::new();
@@ -168,7 +171,7 @@ mod tests {
             pool: 1,
             identity: None,
             profile,
-            measured: PoolCounters::default(),
+            measured: Default::default(),
         }
     }
 

@@ -21,3 +21,4 @@ pub mod scenario;
 pub mod serve;
 pub mod sim;
 pub mod source;
+pub mod window;

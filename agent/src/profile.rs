@@ -5,12 +5,96 @@
 //! the ring, and direct recycles into the alloc cache. That is what the simulator replays
 //! against other ring sizes. Direct recycles that found the cache full counted as ring frees
 //! in the kernel and count so here (the cache size does not change with the ring).
+use std::time::Instant;
+
 use ppscope_common::{PoolCounters, PoolIdentity};
 
 use crate::{
-    model::{delta, RawSample},
+    model::RawSample,
     sim::{Profile, Step},
 };
+
+/// Calls `$m!(field, ...)` with every field of [`ProfileCounters`].
+macro_rules! profile_fields {
+    ($m:ident) => {
+        $m!(
+            alloc_calls,
+            put_calls,
+            put_cached,
+            bulk_pages,
+            slow_calls,
+            slow_ns_sum,
+            mp_alloc_calls,
+            hold_pages,
+            put_released,
+            bulk_released
+        )
+    };
+}
+
+/// The counters of a pool that its burst profile and the calibration read: all a window of
+/// samples has to keep (a tenth of [`PoolCounters`], which also carries four histograms).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProfileCounters {
+    pub alloc_calls: u64,
+    pub put_calls: u64,
+    pub put_cached: u64,
+    pub bulk_pages: u64,
+    pub slow_calls: u64,
+    pub slow_ns_sum: u64,
+    pub mp_alloc_calls: u64,
+    pub hold_pages: u64,
+    pub put_released: u64,
+    pub bulk_released: u64,
+}
+
+impl From<&PoolCounters> for ProfileCounters {
+    fn from(c: &PoolCounters) -> Self {
+        macro_rules! copy {
+            ($($f:ident),*) => { Self { $( $f: c.$f, )* } };
+        }
+        profile_fields!(copy)
+    }
+}
+
+impl ProfileCounters {
+    /// `self - earlier`, field by field; a counter that went backwards (the pool was evicted
+    /// and seen again) restarts from its new value, as [`crate::model::delta`] does.
+    pub fn since(&self, earlier: &Self) -> Self {
+        macro_rules! sub {
+            ($($f:ident),*) => {
+                Self { $( $f: self.$f.checked_sub(earlier.$f).unwrap_or(self.$f), )* }
+            };
+        }
+        profile_fields!(sub)
+    }
+}
+
+/// A sample a profile can be read from: a full [`RawSample`] (a recording) or the slim
+/// samples a live window keeps (`crate::window`).
+pub trait ProfileSample {
+    fn at(&self) -> Instant;
+    fn counters(&self, pool: u64) -> Option<ProfileCounters>;
+    /// Every pool of the sample with its counters, and its identity where the sample has it
+    /// (a window keeps identities in its newest sample only; profiles read them there).
+    fn pools(&self) -> impl Iterator<Item = (u64, ProfileCounters, Option<PoolIdentity>)> + '_;
+}
+
+impl ProfileSample for RawSample {
+    fn at(&self) -> Instant {
+        self.at
+    }
+
+    fn counters(&self, pool: u64) -> Option<ProfileCounters> {
+        self.pools.get(&pool).map(|p| (&p.counters).into())
+    }
+
+    fn pools(&self) -> impl Iterator<Item = (u64, ProfileCounters, Option<PoolIdentity>)> + '_ {
+        self.pools
+            .iter()
+            .map(|(addr, p)| (*addr, (&p.counters).into(), p.identity))
+    }
+}
 
 /// A pool's profile and what the recording knows about the pool.
 #[derive(Debug, Clone)]
@@ -18,11 +102,11 @@ pub struct PoolProfile {
     pub pool: u64,
     pub identity: Option<PoolIdentity>,
     pub profile: Profile,
-    /// The measured counters over the whole recording (to calibrate the simulation).
-    pub measured: PoolCounters,
+    /// The measured counters over the whole window (to calibrate the simulation).
+    pub measured: ProfileCounters,
 }
 
-fn step_of(d: &PoolCounters) -> Step {
+fn step_of(d: &ProfileCounters) -> Step {
     let direct = d.put_cached;
     let ring = (d.put_calls.saturating_sub(d.put_cached)) + d.bulk_pages;
     Step {
@@ -33,35 +117,34 @@ fn step_of(d: &PoolCounters) -> Step {
 }
 
 /// One profile per pool that moved, from consecutive samples (at least two).
-pub fn profiles(samples: &[RawSample]) -> Vec<PoolProfile> {
+pub fn profiles<S: ProfileSample>(samples: &[S]) -> Vec<PoolProfile> {
     let (Some(first), Some(last)) = (samples.first(), samples.last()) else {
         return Vec::new();
     };
     if samples.len() < 2 {
         return Vec::new();
     }
-    let step_ns = (last.at.duration_since(first.at).as_nanos() as u64) / (samples.len() as u64 - 1);
-    let zero = PoolCounters::default();
+    let step_ns =
+        (last.at().duration_since(first.at()).as_nanos() as u64) / (samples.len() as u64 - 1);
+    let zero = ProfileCounters::default();
     let mut out: Vec<PoolProfile> = last
-        .pools
-        .iter()
-        .filter_map(|(addr, end)| {
-            let start = first.pools.get(addr).map_or(&zero, |p| &p.counters);
-            let measured = delta(&end.counters, start);
+        .pools()
+        .filter_map(|(addr, end, identity)| {
+            let start = first.counters(addr).unwrap_or(zero);
+            let measured = end.since(&start);
             if measured.alloc_calls + measured.put_calls == 0 {
                 return None;
             }
             let steps = samples
                 .windows(2)
                 .map(|w| {
-                    let a = w[0].pools.get(addr).map_or(&zero, |p| &p.counters);
-                    let b = w[1].pools.get(addr).map_or(a, |p| &p.counters);
-                    step_of(&delta(b, a))
+                    let a = w[0].counters(addr).unwrap_or(zero);
+                    let b = w[1].counters(addr).unwrap_or(a);
+                    step_of(&b.since(&a))
                 })
                 .collect();
-            let identity = end.identity;
             Some(PoolProfile {
-                pool: *addr,
+                pool: addr,
                 identity,
                 profile: Profile {
                     step_ns: step_ns.max(1),

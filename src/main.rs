@@ -541,7 +541,7 @@ fn simulate_cmd(opts: &SimulateArgs) -> Result<()> {
 /// cleanly on SIGTERM/SIGINT (the probes detach as the process ends).
 fn agent_cmd(opts: &AgentArgs) -> Result<()> {
     use std::{
-        collections::{HashMap, VecDeque},
+        collections::{HashMap, HashSet},
         sync::{Arc, Mutex},
         time::Instant,
     };
@@ -554,19 +554,15 @@ fn agent_cmd(opts: &AgentArgs) -> Result<()> {
         opts.interval,
         opts.max_pools,
     )?;
-    let mut probes = opts.probe.start()?;
-    let attached = probes.hooks.iter().filter(|h| h.attached()).count();
-    let first = probes.sample()?;
-    let kernel_first = KernelSample::read();
+    let mut live = ppscope::source::LiveSource::new(opts.probe.start()?)?;
+    let hooks = live.hooks();
     eprintln!(
-        "ppscope: agent serving http://{}/metrics every {} ({attached}/{} hooks attached)",
+        "ppscope: agent serving http://{}/metrics every {} ({}/{} hooks attached)",
         server.addr,
         humantime::format_duration(opts.interval),
-        probes.hooks.len()
+        hooks.iter().filter(|h| h.attached()).count(),
+        hooks.len()
     );
-    // A rolling window of recent samples for the advice (one minute of steps).
-    let mut recent: VecDeque<RawSample> = VecDeque::from([first.clone()]);
-    let mut kernel_prev = kernel_first.clone();
     let mut last_moved: HashMap<String, (u64, Instant)> = HashMap::new();
     let mut stats = ppscope::exporter::SelfStats::default();
     loop {
@@ -574,11 +570,8 @@ fn agent_cmd(opts: &AgentArgs) -> Result<()> {
             break;
         }
         let started = Instant::now();
-        for change in probes.refresh_modules() {
-            eprintln!("ppscope: {change}");
-        }
-        let cur = match probes.sample() {
-            Ok(s) => s,
+        let collection = match live.collect(true) {
+            Ok(c) => c,
             Err(e) => {
                 // Keep serving the last values; say so in the self-metrics.
                 stats.collection_errors += 1;
@@ -587,47 +580,15 @@ fn agent_cmd(opts: &AgentArgs) -> Result<()> {
                 continue;
             }
         };
-        stats.map_entries = cur.pools.len();
-        stats.map_capacity = ppscope_common::MAX_POOLS as usize;
-        let kernel_now = KernelSample::read();
-        let mut snap = model::snapshot(
-            kernel::release(),
-            &first,
-            &cur,
-            &probes.coverage,
-            &probes.hooks,
-        );
-        kernel_view::merge(&mut snap, &kernel_first, &kernel_now);
-        model::name_drop_reasons(&mut snap, &probes.drop_reasons);
-        // The last interval alone, for remote dashboards (`top --connect`): rates, not totals.
-        let prev = recent.back().expect("never empty");
-        let mut interval_snap = model::snapshot(
-            kernel::release(),
-            prev,
-            &cur,
-            &probes.coverage,
-            &probes.hooks,
-        );
-        kernel_view::merge(&mut interval_snap, &kernel_prev, &kernel_now);
-        model::name_drop_reasons(&mut interval_snap, &probes.drop_reasons);
-        kernel_prev = kernel_now;
-        recent.push_back(cur);
-        while recent.len() > 61 {
-            recent.pop_front();
+        for change in &collection.module_changes {
+            eprintln!("ppscope: {change}");
         }
-        // Borrowed, not cloned: a copy of the whole window per tick was most of the agent's
-        // CPU at 1,000 pools (BENCHMARKS.md).
-        let window: &[RawSample] = recent.make_contiguous();
-        advise_pools::attach(
-            &mut snap,
-            window,
-            &probes.coverage,
-            advise_pools::DEFAULT_TARGET,
-        );
+        stats.map_entries = collection.map_entries;
+        stats.map_capacity = ppscope_common::MAX_POOLS as usize;
+        let mut snap = collection.since_start.expect("asked for");
         // Pools that stopped moving leave the metrics after the grace period.
         let now = Instant::now();
-        let listed: std::collections::HashSet<String> =
-            snap.pools.iter().map(|p| p.pool.clone()).collect();
+        let listed: HashSet<String> = snap.pools.iter().map(|p| p.pool.clone()).collect();
         snap.pools.retain(|p| {
             let activity = p.activity();
             let entry = last_moved.entry(p.pool.clone()).or_insert((activity, now));
@@ -646,15 +607,9 @@ fn agent_cmd(opts: &AgentArgs) -> Result<()> {
         let last_scrape = sh.stats.last_scrape_seconds;
         sh.stats = stats.clone();
         sh.stats.last_scrape_seconds = last_scrape;
-        for p in &mut interval_snap.pools {
-            p.advice = snap
-                .pools
-                .iter()
-                .find(|q| q.addr == p.addr)
-                .and_then(|q| q.advice.clone());
-        }
         sh.snapshot = Some(snap);
-        sh.interval_snapshot = Some(interval_snap);
+        // The last interval alone, for remote dashboards (`top --connect`): rates, not totals.
+        sh.interval_snapshot = Some(collection.interval);
         sh.last_collection = Some(now);
     }
     server.stop();

@@ -2,7 +2,7 @@
 //! one of these without knowing which: the live kernel, a recording, a simulated scenario or a
 //! remote agent's `/api/v1/snapshot`.
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::HashMap,
     path::Path,
     time::{Duration, Instant},
 };
@@ -17,6 +17,7 @@ use crate::{
     probes::{HookStatus, Probes},
     record, scenario,
     sim::{self, Replay},
+    window::{self, AdviceWindow},
 };
 
 /// Yields snapshots, each covering what happened since the previous one.
@@ -31,37 +32,113 @@ pub trait Source: Send {
     fn next(&mut self, interval: Duration) -> Result<Option<Snapshot>>;
 }
 
-/// Samples kept for the advice: about a minute of a live source's steps.
-const ADVICE_SAMPLES: usize = 61;
-
-/// The kernel, through the probes: what `ppscope top` shows by default.
+/// The kernel, through the probes: what `ppscope top` shows by default, and what the agent
+/// collects.
 pub struct LiveSource {
     probes: Probes,
     kernel: String,
+    /// The baseline, for totals since the start (the agent's `/metrics`).
+    first: RawSample,
+    kernel_first: KernelSample,
     prev: RawSample,
     kernel_prev: KernelSample,
-    /// The advice reads burst profiles from these (one sample per step).
-    recent: VecDeque<RawSample>,
+    /// The advice reads burst profiles from this (one sample per step).
+    window: AdviceWindow,
     /// The last module change (gve loaded, unloaded, reloaded), shown with the source.
     module_note: Option<String>,
+    /// Module changes seen by a collection that then failed: reported by the next one.
+    unreported_changes: Vec<String>,
+}
+
+/// One collection of a live source.
+pub struct Collection {
+    /// What happened since the previous collection, with the advice.
+    pub interval: Snapshot,
+    /// Everything since the source started, with the same advice; only when asked for.
+    pub since_start: Option<Snapshot>,
+    /// Pools in the kernel's per-pool map.
+    pub map_entries: usize,
+    /// Modules that came, went or came back since the previous collection (their hooks
+    /// were re-attached or dropped), in words.
+    pub module_changes: Vec<String>,
 }
 
 impl LiveSource {
     /// Takes the baseline sample: the first snapshot covers the time from here.
     pub fn new(probes: Probes) -> Result<Self> {
-        let prev = probes.sample()?;
+        let first = probes.sample()?;
+        let kernel_first = KernelSample::read();
         Ok(Self {
             kernel: kernel::release(),
-            kernel_prev: KernelSample::read(),
-            recent: VecDeque::from([prev.clone()]),
-            prev,
+            window: AdviceWindow::new(window::LIVE_SAMPLES, &first),
+            prev: first.clone(),
+            kernel_prev: kernel_first.clone(),
+            first,
+            kernel_first,
             probes,
             module_note: None,
+            unreported_changes: Vec::new(),
         })
     }
 
     pub fn hooks(&self) -> &[HookStatus] {
         &self.probes.hooks
+    }
+
+    pub fn probes(&self) -> &Probes {
+        &self.probes
+    }
+
+    fn snapshot(&self, from: &RawSample, to: &RawSample, kernel: [&KernelSample; 2]) -> Snapshot {
+        let mut snap = model::snapshot(
+            self.kernel.clone(),
+            from,
+            to,
+            &self.probes.coverage,
+            &self.probes.hooks,
+        );
+        kernel_view::merge(&mut snap, kernel[0], kernel[1]);
+        model::name_drop_reasons(&mut snap, &self.probes.drop_reasons);
+        snap
+    }
+
+    /// Reads the probes: the interval since the previous call and, with `since_start`, the
+    /// totals since the baseline. On an error nothing moves: the next call covers both
+    /// intervals.
+    pub fn collect(&mut self, since_start: bool) -> Result<Collection> {
+        self.unreported_changes
+            .extend(self.probes.refresh_modules());
+        if let Some(change) = self.unreported_changes.last() {
+            self.module_note = Some(change.clone());
+        }
+        let cur = self.probes.sample()?;
+        let module_changes = std::mem::take(&mut self.unreported_changes);
+        let kernel_now = KernelSample::read();
+        let mut interval = self.snapshot(&self.prev, &cur, [&self.kernel_prev, &kernel_now]);
+        let mut totals = since_start
+            .then(|| self.snapshot(&self.first, &cur, [&self.kernel_first, &kernel_now]));
+        self.window.push(&cur);
+        let (cov, target) = (self.probes.coverage, advise_pools::DEFAULT_TARGET);
+        self.window.attach(&mut interval, &cov, target);
+        if let Some(totals) = &mut totals {
+            let advice: HashMap<u64, _> = interval
+                .pools
+                .iter()
+                .filter_map(|p| Some((p.addr, p.advice.clone()?)))
+                .collect();
+            for p in &mut totals.pools {
+                p.advice = advice.get(&p.addr).cloned();
+            }
+        }
+        let map_entries = cur.pools.len();
+        self.prev = cur;
+        self.kernel_prev = kernel_now;
+        Ok(Collection {
+            interval,
+            since_start: totals,
+            map_entries,
+            module_changes,
+        })
     }
 }
 
@@ -80,35 +157,7 @@ impl Source for LiveSource {
     }
 
     fn next(&mut self, _interval: Duration) -> Result<Option<Snapshot>> {
-        if let Some(change) = self.probes.refresh_modules().pop() {
-            self.module_note = Some(change);
-        }
-        let cur = self.probes.sample()?;
-        let kernel_now = KernelSample::read();
-        let mut snap = model::snapshot(
-            self.kernel.clone(),
-            &self.prev,
-            &cur,
-            &self.probes.coverage,
-            &self.probes.hooks,
-        );
-        kernel_view::merge(&mut snap, &self.kernel_prev, &kernel_now);
-        model::name_drop_reasons(&mut snap, &self.probes.drop_reasons);
-        self.recent.push_back(cur.clone());
-        while self.recent.len() > ADVICE_SAMPLES {
-            self.recent.pop_front();
-        }
-        // Borrowed, not cloned (a copy per tick dominated the cost at 1,000 pools).
-        let window: &[RawSample] = self.recent.make_contiguous();
-        advise_pools::attach(
-            &mut snap,
-            window,
-            &self.probes.coverage,
-            advise_pools::DEFAULT_TARGET,
-        );
-        self.prev = cur;
-        self.kernel_prev = kernel_now;
-        Ok(Some(snap))
+        Ok(Some(self.collect(false)?.interval))
     }
 }
 

@@ -449,6 +449,9 @@ pub struct Probes {
     backend: BackendChoice,
     /// Each hooked module as last seen (None: not loaded).
     modules: HashMap<&'static str, Option<ModuleGeneration>>,
+    /// A module generation whose hooks could not be attached again because kallsyms or BTF
+    /// could not be read: tried again every refresh, reported once.
+    refresh_failed: HashMap<&'static str, Option<ModuleGeneration>>,
 }
 
 impl Probes {
@@ -552,6 +555,7 @@ impl Probes {
             _stats: stats,
             backend: opts.backend,
             modules,
+            refresh_failed: HashMap::new(),
         })
     }
 
@@ -570,7 +574,6 @@ impl Probes {
             if now == before {
                 continue;
             }
-            self.modules.insert(module, now);
             let kernel = match (Symbols::load(), KernelBtf::load(Path::new(VMLINUX_BTF))) {
                 (Ok(symbols), Ok(btf)) => Kernel {
                     symbols,
@@ -578,12 +581,17 @@ impl Probes {
                     aya_btf: Btf::from_sys_fs().ok(),
                 },
                 (Err(e), _) | (_, Err(e)) => {
-                    changes.push(format!(
-                        "{module} changed but kallsyms/BTF cannot be read again: {e:#}"
-                    ));
+                    // Not recorded as seen: the next refresh tries again.
+                    if self.refresh_failed.insert(module, now) != Some(now) {
+                        changes.push(format!(
+                            "{module} changed but kallsyms/BTF cannot be read again (trying again each interval): {e:#}"
+                        ));
+                    }
                     continue;
                 }
             };
+            self.modules.insert(module, now);
+            self.refresh_failed.remove(module);
             let mut attached = 0;
             let mut total = 0;
             for (i, def) in HOOKS.iter().enumerate() {

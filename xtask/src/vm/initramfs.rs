@@ -1,6 +1,7 @@
 //! The VM lab's initramfs, written in Rust as an uncompressed newc cpio archive: busybox,
 //! the host's `ip`, `iperf3`, `ethtool` (plus their libraries), ppscope, the decompressed
-//! kernel modules, `/init`, and the lab script with its arguments.
+//! kernel modules, `/init`, and the lab script with its arguments and the helpers it sources
+//! (`/lab/lib.sh`).
 //!
 //! The tree is "usr-merged": `/bin`, `/sbin`, `/lib`, `/lib64` are symlinks into `/usr`.
 
@@ -14,6 +15,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub const INIT_SCRIPT: &str = include_str!("../../vm/init.sh");
+/// Shell helpers the lab scripts share (`wait_for`, `start_agent`, `scrape`, ...), in every
+/// lab's initramfs as `/lab/lib.sh`: a script sources it with `. /lab/lib.sh`, and no caller
+/// of [`super::VmRun`] has to add it.
+pub const LAB_LIB: &str = include_str!("../../vm-tests/lib.sh");
 
 /// Tools the lab needs from the host (Debian: iproute2, iperf3, ethtool).
 pub const REQUIRED_TOOLS: &[&str] = &["ip", "iperf3", "ethtool"];
@@ -483,9 +488,15 @@ pub fn build(c: &Contents) -> Result<Archive> {
     for m in c.modules {
         ar.file(&format!("{modroot}/{}", m.rel), m.data.clone(), 0o644);
     }
-    let modules: Vec<&str> = c.modules.iter().map(|m| m.rel.as_str()).collect();
-
     ar.file("init", INIT_SCRIPT.as_bytes().to_vec(), 0o755);
+    add_lab(&mut ar, c)?;
+    Ok(ar)
+}
+
+/// `/lab`: the settings `/init` reads, the script, its arguments and shared helpers, and the
+/// caller's extra files (last, so an extra file may replace any of the others).
+fn add_lab(ar: &mut Archive, c: &Contents) -> Result<()> {
+    let modules: Vec<&str> = c.modules.iter().map(|m| m.rel.as_str()).collect();
     ar.file(
         "lab/config.sh",
         format!(
@@ -505,11 +516,12 @@ pub fn build(c: &Contents) -> Result<Archive> {
     }
     args.push('\n');
     ar.file("lab/args.sh", args.into_bytes(), 0o644);
+    ar.file("lab/lib.sh", LAB_LIB.as_bytes().to_vec(), 0o644);
     ar.copy(c.script, "lab/script")?;
     for (host, guest) in c.extra {
         ar.copy_tree(host, guest)?;
     }
-    Ok(ar)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -540,6 +552,113 @@ mod tests {
             "/usr/lib64/ld-linux-x86-64.so.2"
         );
         assert_eq!(usr_path("/usr/lib/x"), "/usr/lib/x");
+    }
+
+    /// The archive's bytes for a file at `path`.
+    fn data<'a>(ar: &'a Archive, path: &str) -> &'a [u8] {
+        match ar.nodes.get(&key(path)) {
+            Some(Node::File { data, .. }) => data,
+            other => panic!("{path}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn lab_dir_ships_the_shared_helpers() {
+        let dir = std::env::temp_dir().join(format!("ppscope-lab-files-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("probe.sh");
+        fs::write(&script, "set -eu\n. /lab/lib.sh\n").unwrap();
+        let tool = dir.join("tool");
+        fs::write(&tool, "x").unwrap();
+        let kernel = Kernel {
+            version: "0.0.0-test".into(),
+            package_version: "0".into(),
+            suite: "sid".into(),
+            dir: dir.clone(),
+            vmlinuz: dir.join("vmlinuz"),
+            modules_dir: dir.clone(),
+            config: None,
+            system_map: None,
+        };
+        let modules = [Module {
+            name: "veth".into(),
+            rel: "kernel/drivers/net/veth.ko".into(),
+            data: Vec::new(),
+        }];
+        let args = ["a b".to_string()];
+        let extra = [(tool, "/lab/tool".to_string())];
+        let c = Contents {
+            kernel: &kernel,
+            modules: &modules,
+            script: &script,
+            args: &args,
+            extra: &extra,
+            ppscope: None,
+            shell: false,
+            macs: ["m0", "m1"],
+        };
+        let mut ar = Archive::default();
+        let r = add_lab(&mut ar, &c);
+        let _ = fs::remove_dir_all(&dir);
+        r.unwrap();
+        let files: Vec<String> = ar.nodes.keys().map(|k| k.join("/")).collect();
+        assert_eq!(
+            files,
+            [
+                "lab",
+                "lab/args.sh",
+                "lab/config.sh",
+                "lab/lib.sh",
+                "lab/script",
+                "lab/tool"
+            ]
+        );
+        assert_eq!(data(&ar, "lab/lib.sh"), LAB_LIB.as_bytes());
+        assert_eq!(data(&ar, "lab/script"), b"set -eu\n. /lab/lib.sh\n");
+        assert_eq!(data(&ar, "lab/args.sh"), b"set -- 'a b'\n");
+        let config = String::from_utf8_lossy(data(&ar, "lab/config.sh")).into_owned();
+        assert!(
+            config.contains("MODULES='kernel/drivers/net/veth.ko'\n"),
+            "{config}"
+        );
+    }
+
+    /// poll_for and wait_for as the scripts use them under `set -eu`: found, timed out (with
+    /// the file shown), and the caller's own `i` left alone.
+    #[test]
+    fn lab_helpers_wait_and_time_out() {
+        let dir = std::env::temp_dir().join(format!("ppscope-lab-lib-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let lib = dir.join("lib.sh");
+        fs::write(&lib, LAB_LIB).unwrap();
+        let log = dir.join("tool.log");
+        fs::write(&log, "starting\nagent serving on x\n").unwrap();
+        let run = |body: &str| {
+            let out = Command::new("sh")
+                .arg("-c")
+                .arg(format!("set -eu\n. \"$0\"\nLOG=\"$1\"\n{body}"))
+                .arg(&lib)
+                .arg(&log)
+                .output()
+                .unwrap();
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+            )
+        };
+        let found = run("i=7; wait_for \"$LOG\" 'agent serving'; echo \"ok $i\"");
+        // wait_for's own 90 s are cut short by a poll_for that gives up at once.
+        let timed_out = run("poll_for \"$LOG\" nothing 2 || echo \"poll $?\"\n\
+             poll_for() { return 1; }\n\
+             wait_for \"$LOG\" nothing\n\
+             echo not reached");
+        let _ = fs::remove_dir_all(&dir);
+        assert_eq!(found, (Some(0), "ok 7\n".to_string()));
+        assert_eq!(timed_out.0, Some(1), "{}", timed_out.1);
+        assert!(timed_out
+            .1
+            .starts_with("poll 1\ntimed out waiting for 'nothing' in "));
+        assert!(timed_out.1.ends_with(":\nstarting\nagent serving on x\n"));
     }
 
     #[test]

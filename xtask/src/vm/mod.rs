@@ -8,7 +8,9 @@
 //!
 //! The script runs as `sh /lab/script ARGS...` in `/lab` with `PPSCOPE_VM=1` and
 //! `PPSCOPE_VM_KERNEL=$(uname -r)`; its output goes to the guest's ttyS1 and is streamed
-//! here; the kernel console goes to a log shown when something fails.
+//! here; the kernel console goes to a log shown when something fails. Every run also ships
+//! the helpers the lab scripts share (`xtask/vm-tests/lib.sh`) as `/lab/lib.sh`, which a
+//! script sources with `. /lab/lib.sh`.
 //!
 //! Library use (integration tests): [`VmRun`], [`run_script`], [`VmOutcome`].
 

@@ -13,6 +13,7 @@
 # Needs /lab/bench-probe, /lab/bursty, /lab/ppscope.o (the eBPF object); bpftrace and
 # funclatency where the configs name them.
 set -u
+. /lab/lib.sh
 ROUNDS=$1
 SECS=$2
 PHASES=$3
@@ -21,14 +22,6 @@ STARTUPS=${5:-3}
 OBJ=/lab/ppscope.o
 BT_SCRIPT=/tmp/pp.bt
 
-wait_for() { # file pattern
-    i=0
-    until grep -q "$2" "$1" 2>/dev/null; do
-        i=$((i + 1))
-        [ "$i" -lt 1200 ] || return 1
-        sleep 0.1
-    done
-}
 has_phase() { case ",$PHASES," in *",$1,"*) return 0 ;; esac; return 1; }
 
 # bpftrace doing ppscope's hot work: per-pool counts of allocations, fragment allocations,
@@ -46,12 +39,12 @@ kretprobe:__page_pool_alloc_netmems_slow /@start[tid]/ {
 BEGIN { printf("bpftrace-ready\n"); }
 BT
 
-ip netns exec ppb iperf3 -s -D
-ip netns exec ppd iperf3 -s -D
-# veth1 needs XDP for its page_pools; it stays for every configuration alike.
+iperf3_servers ppb ppd
+# veth1 needs XDP for its page_pools; it stays for every configuration alike. Not
+# start_xdp: a failure here is a tool-error line for the host's report, not a bare exit.
 ip netns exec ppd ppscope lab xdp veth1 >/tmp/xdp.log 2>&1 &
 XDP=$!
-wait_for /tmp/xdp.log attached || { echo "tool-error xdp $(cat /tmp/xdp.log)"; exit 1; }
+poll_for /tmp/xdp.log attached 1200 || { echo "tool-error xdp $(cat /tmp/xdp.log)"; exit 1; }
 
 TOOL=""
 FAILED=" "
@@ -87,7 +80,7 @@ start_tool() { # config -> 0 when running (or nothing to run)
             return 0 ;;
         *) echo "tool-error $1 unknown config"; return 1 ;;
     esac
-    if ! wait_for /tmp/tool.log "$pat" || ! kill -0 "$TOOL" 2>/dev/null; then
+    if ! poll_for /tmp/tool.log "$pat" 1200 || ! kill -0 "$TOOL" 2>/dev/null; then
         echo "tool-error $1 $(tr '\n' ' ' </tmp/tool.log | cut -c1-300)"
         FAILED="$FAILED$1 "
         kill -INT "$TOOL" 2>/dev/null; wait "$TOOL" 2>/dev/null
@@ -139,7 +132,7 @@ if has_phase floor; then
             rm -f /tmp/floor.txt
             /lab/bench-probe floor $OBJ "$b" $((2 * SECS + 4)) >/tmp/floor.txt 2>&1 &
             F=$!
-            wait_for /tmp/floor.txt floor-ready || true
+            poll_for /tmp/floor.txt floor-ready 1200 || true
             ip netns exec ppa iperf3 -c 198.18.0.2 -t "$SECS" >/dev/null 2>&1
             ip netns exec ppc iperf3 -c 198.18.1.2 -t "$SECS" >/dev/null 2>&1
             wait "$F"

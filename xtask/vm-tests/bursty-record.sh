@@ -9,6 +9,7 @@
 # the size the device was created with, but keeps the page_pool it built at probe: ppscope
 # should say so).
 set -eu
+. /lab/lib.sh
 SECS=$1
 STALL=$2
 DRAIN=$3
@@ -17,14 +18,6 @@ if [ "$RESIZE" -gt 0 ]; then
     ip netns exec ppb ethtool -G vnet1 rx "$RESIZE"
     echo "@@ring"; ip netns exec ppb ethtool -g vnet1
 fi
-
-wait_for() { # file pattern
-    i=0
-    until grep -q "$2" "$1" 2>/dev/null; do
-        i=$((i + 1)); [ "$i" -lt 900 ] || { cat "$1"; exit 1; }
-        sleep 0.1
-    done
-}
 
 # A recording and a live diagnose side by side over the same window: the recording must
 # replay into the advice the live run gave.

@@ -10,40 +10,27 @@
 #
 # Usage: churn-kernel.sh BACKEND CYCLES
 set -eu
+. /lab/lib.sh
 BACKEND=$1
 CYCLES=$2
 GRACE=3
 
-wait_for() { # file pattern
-    i=0
-    until grep -q "$2" "$1" 2>/dev/null; do
-        i=$((i + 1)); [ "$i" -lt 900 ] || { echo "timed out waiting for '$2' in $1"; cat "$1"; exit 1; }
-        sleep 0.1
-    done
-}
-scrape() { busybox wget -q -O - http://127.0.0.1:9464/metrics; }
 # Sum of a metric's samples for one device (0 when none).
 total() { scrape | grep "^$1{" | grep "device=\"$2\"" | awk '{s += $NF} END {print s + 0}'; }
 series() { scrape | grep "^ppscope_page_pool_pages_allocated_total{" | grep -c "device=\"$1\"" || true; }
 self() { scrape | grep -E "^ppscope_(map_entries|map_capacity|collection_errors_total|collections_total|pools) "; }
 
 ip link set lo up
-ip netns exec ppb iperf3 -s -D
-ip netns exec ppd iperf3 -s -D
-ppscope agent --listen 127.0.0.1:9464 --interval 500ms --grace ${GRACE}s --backend "$BACKEND" 2>/tmp/agent.err &
-AGENT=$!
-wait_for /tmp/agent.err "agent serving"
-rss() { awk '/VmRSS/ {print $2}' "/proc/$AGENT/status"; }
-ip netns exec ppd ppscope lab xdp veth1 >/tmp/xdp.log 2>&1 &
-XDP=$!
-wait_for /tmp/xdp.log attached
+iperf3_servers ppb ppd
+start_agent --interval 500ms --grace ${GRACE}s --backend "$BACKEND"
+start_xdp
 sleep 2
 
 # 1. Churn.
 ip netns exec ppc iperf3 -u -b 50M -t 100000 -c 198.18.1.2 >/dev/null 2>&1 &
 FLOOD=$!
 sleep 1
-echo "@@rss-before"; rss
+echo "@@rss-before"; rss_kib "$AGENT"
 START=$(date +%s)
 i=0
 while [ "$i" -lt "$CYCLES" ]; do
@@ -55,7 +42,7 @@ done
 END=$(date +%s)
 sleep 1
 echo "@@churn"; echo "cycles $CYCLES seconds $((END - START))"
-echo "@@rss-churned"; rss
+echo "@@rss-churned"; rss_kib "$AGENT"
 echo "@@self-churned"; self
 echo "@@veth1-pages"; total ppscope_page_pool_pages_allocated_total veth1
 kill "$FLOOD" 2>/dev/null || true
@@ -101,10 +88,9 @@ echo "@@ns-after"; series veth1
 sleep $((GRACE * 2 + 1))
 echo "@@ns-later"; series veth1
 
-echo "@@healthz"; busybox wget -q -O - http://127.0.0.1:9464/healthz || echo down
+echo "@@healthz"; scrape /healthz || echo down
 echo "@@self-end"; self
-echo "@@rss-end"; rss
-kill -TERM "$AGENT"
-if wait "$AGENT"; then echo "@@agent-exit"; echo 0; else echo "@@agent-exit"; echo $?; fi
+echo "@@rss-end"; rss_kib "$AGENT"
+stop_agent_section
 echo "@@agent-err"; cat /tmp/agent.err
 echo "@@end"

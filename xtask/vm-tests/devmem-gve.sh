@@ -5,6 +5,7 @@
 #
 # Usage: devmem-gve.sh N [BACKEND]
 set -eu
+. /lab/lib.sh
 N=$1
 BACKEND=${2:-auto}
 
@@ -13,11 +14,7 @@ ppscope doctor --json --backend "$BACKEND"
 
 ppscope diagnose --duration 10m --json --backend "$BACKEND" >/tmp/diag.json 2>/tmp/diag.err &
 DIAG=$!
-i=0
-until grep -q "watching page_pools" /tmp/diag.err 2>/dev/null; do
-    i=$((i + 1)); [ "$i" -lt 900 ] || { cat /tmp/diag.err; exit 1; }
-    sleep 0.1
-done
+wait_for /tmp/diag.err "watching page_pools"
 echo "@@dontneed"
 /lab/devmem-dontneed "$N"
 kill -INT "$DIAG"

@@ -8,22 +8,11 @@
 # Usage: diagnose-lab.sh SECONDS BACKEND...   (BACKEND: auto, fentry, kprobe, tracepoint)
 # Prints sections between @@name lines for the host-side test to read.
 set -eu
+. /lab/lib.sh
 SECS=$1
 shift
 
-wait_for() { # file pattern
-    i=0
-    until grep -q "$2" "$1" 2>/dev/null; do
-        i=$((i + 1))
-        if [ "$i" -gt 900 ]; then
-            echo "timed out waiting for '$2' in $1:"; cat "$1"; exit 1
-        fi
-        sleep 0.1
-    done
-}
-
-ip netns exec ppb iperf3 -s -D
-ip netns exec ppd iperf3 -s -D
+iperf3_servers ppb ppd
 
 PIDS=""
 for b in "$@"; do
@@ -35,9 +24,7 @@ for b in "$@"; do
 done
 
 # The veth pools are born after ppscope attached: it sees their whole life.
-ip netns exec ppd ppscope lab xdp veth1 >/tmp/xdp.log 2>&1 &
-XDP=$!
-wait_for /tmp/xdp.log attached
+start_xdp
 
 ip netns exec ppa iperf3 -c 198.18.0.2 -t "$SECS" >/tmp/iperf-virtio.txt
 ip netns exec ppc iperf3 -c 198.18.1.2 -t "$SECS" >/tmp/iperf-veth.txt

@@ -8,35 +8,22 @@
 #
 # Usage: soak-lab.sh SECONDS STEP BACKEND
 set -eu
+. /lab/lib.sh
 SECS=$1
 STEP=$2
 BACKEND=$3
 
-wait_for() { # file pattern
-    i=0
-    until grep -q "$2" "$1" 2>/dev/null; do
-        i=$((i + 1)); [ "$i" -lt 900 ] || { echo "timed out waiting for '$2' in $1"; cat "$1"; exit 1; }
-        sleep 0.1
-    done
-}
-
 ip link set lo up
-ip netns exec ppb iperf3 -s -D
-ip netns exec ppd iperf3 -s -D
-ppscope agent --listen 127.0.0.1:9464 --interval 1s --backend "$BACKEND" 2>/tmp/agent.err &
-AGENT=$!
-wait_for /tmp/agent.err "agent serving"
+iperf3_servers ppb ppd
+start_agent --interval 1s --backend "$BACKEND"
 # veth1's pools are born after the agent attached: its counters and the kernel's both start
 # at zero.
-ip netns exec ppd ppscope lab xdp veth1 >/tmp/xdp.log 2>&1 &
-XDP=$!
-wait_for /tmp/xdp.log attached
+start_xdp
 
 # The scraper: one GET a second for the whole soak; every failure is counted.
 (
     while :; do
-        # (No -T: Debian busybox-static's wget segfaults on it.)
-        if busybox wget -q -O /tmp/last.prom http://127.0.0.1:9464/metrics; then
+        if scrape >/tmp/last.prom; then
             echo ok >>/tmp/scrapes
         else
             echo fail >>/tmp/scrapes
@@ -57,8 +44,8 @@ while [ "$elapsed" -lt "$SECS" ]; do
     sleep 3 # traffic stopped; at least two collections since
     echo "@@check $n"
     echo "elapsed $((elapsed + STEP))"
-    echo "rss_kib $(awk '/VmRSS/ {print $2}' "/proc/$AGENT/status")"
-    busybox wget -q -O - http://127.0.0.1:9464/metrics |
+    echo "rss_kib $(rss_kib "$AGENT")"
+    scrape |
         grep -E '^ppscope_page_pool_(alloc|recycle)_total\{.*device="veth1"|^ppscope_(collection_errors_total|collections_total|map_entries|map_capacity) '
     ip netns exec ppd ethtool -S veth1 | grep rx_pp_
     n=$((n + 1))
@@ -68,8 +55,7 @@ kill "$SCRAPER"
 echo "@@scrapes"
 echo "ok $(grep -c ok /tmp/scrapes || true)"
 echo "fail $(grep -c fail /tmp/scrapes || true)"
-kill -TERM "$AGENT"
-if wait "$AGENT"; then echo "@@agent-exit"; echo 0; else echo "@@agent-exit"; echo $?; fi
+stop_agent_section
 kill "$XDP"
 echo "@@agent-err"; cat /tmp/agent.err
 echo "@@end"

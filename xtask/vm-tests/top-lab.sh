@@ -6,21 +6,12 @@
 # Usage: top-lab.sh SECONDS
 # Prints sections between @@name lines for the host-side test to read.
 set -eu
+. /lab/lib.sh
 SECS=$1
 
-wait_for() { # file pattern
-    i=0
-    until grep -q "$2" "$1" 2>/dev/null; do
-        i=$((i + 1)); [ "$i" -lt 900 ] || { cat "$1"; exit 1; }
-        sleep 0.1
-    done
-}
-
 ip link set lo up
-ip netns exec ppb iperf3 -s -D
-ppscope agent --listen 127.0.0.1:9464 --interval 1s 2>/tmp/agent.err &
-AGENT=$!
-wait_for /tmp/agent.err "agent serving"
+iperf3_servers ppb
+start_agent --interval 1s
 # Live: traffic starts once top has its baseline (attaching takes seconds under TCG).
 ppscope top --once --interval "$((SECS + 3))s" --size 120x40 >/tmp/top.out 2>/tmp/top.err &
 TOP=$!
@@ -34,9 +25,8 @@ ip netns exec ppa iperf3 -c 198.18.0.2 -t "$SECS" >/dev/null &
 IPERF=$!
 sleep 3
 echo "@@connect"
-ppscope top --once --connect http://127.0.0.1:9464 --interval 1s --size 100x30 2>/tmp/top-connect.err \
+ppscope top --once --connect "http://$AGENT_ADDR" --interval 1s --size 100x30 2>/tmp/top-connect.err \
     || { cat /tmp/top-connect.err; exit 1; }
 wait "$IPERF"
-kill -TERM "$AGENT"
-wait "$AGENT" || true
+stop_agent || true
 echo "@@end"

@@ -623,6 +623,44 @@ mod tests {
         );
     }
 
+    /// Every lab script sources the shared helpers (and defines none of them again), and it
+    /// and they parse for the host's sh (dash on Debian, as in the guest).
+    #[test]
+    fn lab_scripts_source_the_helpers_and_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("vm-tests");
+        let helpers: Vec<&str> = LAB_LIB
+            .lines()
+            .filter_map(|l| l.strip_suffix("() {"))
+            .collect();
+        assert!(helpers.contains(&"wait_for"), "{helpers:?}");
+        let mut scripts = 0;
+        for e in fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if !name.ends_with(".sh") {
+                continue;
+            }
+            let ok = Command::new("sh").arg("-n").arg(&path).status().unwrap();
+            assert!(ok.success(), "sh -n {name}");
+            if name == "lib.sh" {
+                continue;
+            }
+            scripts += 1;
+            let text = fs::read_to_string(&path).unwrap();
+            assert!(
+                text.lines().any(|l| l == ". /lab/lib.sh"),
+                "{name} does not source /lab/lib.sh"
+            );
+            for h in &helpers {
+                assert!(
+                    !text.contains(&format!("\n{h}() ")),
+                    "{name} defines {h} again: lib.sh has it"
+                );
+            }
+        }
+        assert!(scripts >= 8, "only {scripts} scripts in {}", dir.display());
+    }
+
     /// poll_for and wait_for as the scripts use them under `set -eu`: found, timed out (with
     /// the file shown), and the caller's own `i` left alone.
     #[test]

@@ -21,4 +21,6 @@ pub mod scenario;
 pub mod serve;
 pub mod sim;
 pub mod source;
+#[doc(hidden)]
+pub mod testing;
 pub mod window;

@@ -564,6 +564,7 @@ impl Source for Box<dyn Source> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing;
     use std::sync::{Arc, Mutex};
 
     fn totals(s: &Snapshot) -> (u64, u64) {
@@ -630,24 +631,17 @@ mod tests {
     }
 
     fn sample(at: Instant, allocs: u64, slow: u64) -> RawSample {
-        let mut s = RawSample::empty(at);
-        let mut id = PoolIdentity::EMPTY;
-        id.ifname = fixed_name("veth1");
-        id.known = PoolIdentity::KNOWN_IFNAME;
-        s.pools.insert(
+        let counters = PoolCounters {
+            alloc_calls: allocs,
+            slow_calls: slow,
+            ..PoolCounters::default()
+        };
+        testing::one_pool_sample(
+            at,
             0xffff_8880_0000_1000,
-            RawPool {
-                counters: PoolCounters {
-                    alloc_calls: allocs,
-                    slow_calls: slow,
-                    ..PoolCounters::default()
-                },
-                identity: Some(id),
-                gve_queue: None,
-                state: None,
-            },
-        );
-        s
+            counters,
+            testing::identity("veth1"),
+        )
     }
 
     #[test]
@@ -661,26 +655,19 @@ mod tests {
             refill: true,
             ..Coverage::default()
         };
-        let header = record::Header {
-            ppscope_version: "test".into(),
-            kernel: "6.18-test".into(),
-            started_unix_ms: 0,
-            interval_ns: 500_000_000,
-            coverage: cov,
-            hooks: Vec::new(),
-            drop_reasons: HashMap::new(),
-        };
         let t0 = Instant::now();
-        let mut w = record::Writer::create(&path, &header).unwrap();
-        for (i, (a, s)) in [(0, 0), (100, 1), (300, 2), (600, 4), (1000, 5)]
+        let samples = [(0, 0), (100, 1), (300, 2), (600, 4), (1000, 5)]
             .iter()
             .enumerate()
-        {
-            let at = t0 + Duration::from_millis(500 * i as u64);
-            w.append(&record::Frame::from_sample(&sample(at, *a, *s), t0))
-                .unwrap();
-        }
-        drop(w);
+            .map(|(i, (a, s))| sample(t0 + Duration::from_millis(500 * i as u64), *a, *s));
+        testing::write_recording(
+            &path,
+            "6.18-test",
+            Duration::from_millis(500),
+            cov,
+            t0,
+            samples,
+        );
         let mut r = ReplaySource::open(&path).unwrap();
         assert!(r.describe().contains("0.0/2.0 s"), "{}", r.describe());
         let one = r.next(Duration::from_secs(1)).unwrap().unwrap();

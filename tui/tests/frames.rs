@@ -253,11 +253,7 @@ fn simulated_all_scenarios() {
 /// ring overflows in bursts every 100 ms; replayed through the same source `top --replay`
 /// uses.
 fn replayed_app() -> App {
-    use ppscope::{
-        model::{Coverage, RawPool, RawSample},
-        record,
-        source::ReplaySource,
-    };
+    use ppscope::{model::Coverage, source::ReplaySource, testing};
     use ppscope_common::{PoolCounters, PoolIdentity};
     use std::time::Instant;
 
@@ -275,25 +271,13 @@ fn replayed_app() -> App {
         cache_layout: true,
         ..Coverage::default()
     };
-    let header = record::Header {
-        ppscope_version: "test".into(),
-        kernel: "7.2.13-test".into(),
-        started_unix_ms: 0,
-        interval_ns: 10_000_000,
-        coverage,
-        hooks: Vec::new(),
-        drop_reasons: Default::default(),
-    };
-    let mut id = PoolIdentity::EMPTY;
-    let name = b"veth1";
-    id.ifname[..name.len()].copy_from_slice(name);
+    let mut id = testing::identity("veth1");
     id.driver[..4].copy_from_slice(b"veth");
     id.pool_size = 256;
     id.ring_size = 256;
-    id.known =
-        PoolIdentity::KNOWN_IFNAME | PoolIdentity::KNOWN_POOL_SIZE | PoolIdentity::KNOWN_RING_SIZE;
+    id.known |= PoolIdentity::KNOWN_POOL_SIZE | PoolIdentity::KNOWN_RING_SIZE;
     let t0 = Instant::now();
-    let mut w = record::Writer::create(&path, &header).unwrap();
+    let mut samples = Vec::new();
     let mut c = PoolCounters::default();
     for i in 0..=300u64 {
         if i > 0 {
@@ -314,19 +298,17 @@ fn replayed_app() -> App {
             c.hold_pages += if burst { 256 } else { 64 };
             c.release_pages += if burst { 344 } else { 0 };
         }
-        let mut s = RawSample::empty(t0 + Duration::from_millis(10 * i));
-        s.pools.insert(
-            0xffff_8880_1234_0000,
-            RawPool {
-                counters: c,
-                identity: Some(id),
-                gve_queue: None,
-                state: None,
-            },
-        );
-        w.append(&record::Frame::from_sample(&s, t0)).unwrap();
+        let at = t0 + Duration::from_millis(10 * i);
+        samples.push(testing::one_pool_sample(at, 0xffff_8880_1234_0000, c, id));
     }
-    drop(w);
+    testing::write_recording(
+        &path,
+        "7.2.13-test",
+        Duration::from_millis(10),
+        coverage,
+        t0,
+        samples,
+    );
     let mut src = ReplaySource::open(&path).unwrap();
     let mut app = App::new(src.describe(), Duration::from_secs(1));
     for _ in 0..2 {

@@ -1,0 +1,68 @@
+//! Test support shared by this crate's unit tests and other crates' tests (the TUI's frames):
+//! samples and recordings built by hand. Not part of the tool.
+use std::{
+    collections::HashMap,
+    path::Path,
+    time::{Duration, Instant},
+};
+
+use ppscope_common::{PoolCounters, PoolIdentity};
+
+use crate::{
+    model::{Coverage, RawPool, RawSample},
+    record,
+};
+
+/// A pool identity that knows only its device name (cut to 15 bytes, as the kernel's).
+pub fn identity(ifname: &str) -> PoolIdentity {
+    let mut id = PoolIdentity::EMPTY;
+    let n = ifname.len().min(id.ifname.len() - 1);
+    id.ifname[..n].copy_from_slice(&ifname.as_bytes()[..n]);
+    id.known = PoolIdentity::KNOWN_IFNAME;
+    id
+}
+
+/// A sample at `at` holding one pool, at `addr`, with these counters and identity.
+pub fn one_pool_sample(
+    at: Instant,
+    addr: u64,
+    counters: PoolCounters,
+    identity: PoolIdentity,
+) -> RawSample {
+    let mut s = RawSample::empty(at);
+    s.pools.insert(
+        addr,
+        RawPool {
+            counters,
+            identity: Some(identity),
+            gve_queue: None,
+            state: None,
+        },
+    );
+    s
+}
+
+/// Writes a recording as `ppscope record` does: a header (version `test`, no hooks, no drop
+/// reasons) and one frame a sample, timed from `start`.
+pub fn write_recording(
+    path: &Path,
+    kernel: &str,
+    interval: Duration,
+    coverage: Coverage,
+    start: Instant,
+    samples: impl IntoIterator<Item = RawSample>,
+) {
+    let header = record::Header {
+        ppscope_version: "test".into(),
+        kernel: kernel.into(),
+        started_unix_ms: 0,
+        interval_ns: interval.as_nanos() as u64,
+        coverage,
+        hooks: Vec::new(),
+        drop_reasons: HashMap::new(),
+    };
+    let mut w = record::Writer::create(path, &header).unwrap();
+    for s in samples {
+        w.append(&record::Frame::from_sample(&s, start)).unwrap();
+    }
+}

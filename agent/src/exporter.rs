@@ -7,7 +7,10 @@
 //! own id when it has no netlink id.
 use std::fmt::Write;
 
-use crate::model::{Latency, PoolView, Snapshot};
+use crate::model::{Latency, NapiView, PoolView, Snapshot};
+
+/// One figure of a pool, when known.
+type PoolFigure = fn(&PoolView) -> Option<u64>;
 
 /// What the agent knows about itself, for the self-metrics.
 #[derive(Debug, Clone, Default)]
@@ -146,63 +149,68 @@ pub fn render(snap: &Snapshot, me: &SelfStats, format: Format, max_pools: usize)
         ]
     };
 
-    {
-        let mut f = Family::new(
-            &mut out,
-            format,
-            "ppscope_page_pool_alloc_total",
-            "counter",
-            "Page allocations by where they were served: alloc cache, ptr_ring refill, slow path.",
-        );
-        for (i, p) in pools.iter().enumerate() {
-            for (kind, v) in [
-                ("cache", p.alloc.cache),
-                ("ring", p.alloc.ring),
-                ("slow", p.alloc.slow),
-            ] {
-                if let Some(v) = v {
-                    let mut l = base(i);
-                    l.push(("kind", kind));
-                    f.sample("", &labels(&l), v as f64);
-                }
-            }
-        }
-    }
-    {
-        let mut f = Family::new(&mut out, format, "ppscope_page_pool_recycle_total", "counter", "Recycled pages by where they went: alloc cache, ptr_ring, or out of the pool (ring full).");
-        for (i, p) in pools.iter().enumerate() {
-            for (kind, v) in [
-                ("cached", p.recycle.cached),
-                ("ring", p.recycle.ring),
-                ("ring_full", p.recycle.ring_full),
-            ] {
-                if let Some(v) = v {
-                    let mut l = base(i);
-                    l.push(("kind", kind));
-                    f.sample("", &labels(&l), v as f64);
-                }
-            }
-        }
-    }
-    for (name, help, get) in [
+    for (name, help, kinds) in [
         (
-            "ppscope_page_pool_pages_allocated_total",
-            "Pages that entered the pool from the page allocator or a memory provider.",
-            (|p: &PoolView| p.pages.allocated) as fn(&PoolView) -> Option<u64>,
+            "ppscope_page_pool_alloc_total",
+            "Page allocations by where they were served: alloc cache, ptr_ring refill, slow path.",
+            (|p: &PoolView| {
+                [
+                    ("cache", p.alloc.cache),
+                    ("ring", p.alloc.ring),
+                    ("slow", p.alloc.slow),
+                ]
+            }) as fn(&PoolView) -> [(&'static str, Option<u64>); 3],
         ),
         (
-            "ppscope_page_pool_pages_released_total",
-            "Pages that left the pool (ring full, not recyclable, teardown).",
-            |p: &PoolView| p.pages.released,
+            "ppscope_page_pool_recycle_total",
+            "Recycled pages by where they went: alloc cache, ptr_ring, or out of the pool (ring full).",
+            |p: &PoolView| {
+                [
+                    ("cached", p.recycle.cached),
+                    ("ring", p.recycle.ring),
+                    ("ring_full", p.recycle.ring_full),
+                ]
+            },
         ),
     ] {
         let mut f = Family::new(&mut out, format, name, "counter", help);
         for (i, p) in pools.iter().enumerate() {
-            if let Some(v) = get(p) {
-                f.sample("", &labels(&base(i)), v as f64);
+            for (kind, v) in kinds(p) {
+                if let Some(v) = v {
+                    let mut l = base(i);
+                    l.push(("kind", kind));
+                    f.sample("", &labels(&l), v as f64);
+                }
             }
         }
     }
+    // Families with one series per pool that has the figure.
+    let per_pool = |out: &mut String, kind: &str, table: &[(&'static str, &str, PoolFigure)]| {
+        for &(name, help, get) in table {
+            let mut f = Family::new(out, format, name, kind, help);
+            for (i, p) in pools.iter().enumerate() {
+                if let Some(v) = get(p) {
+                    f.sample("", &labels(&base(i)), v as f64);
+                }
+            }
+        }
+    };
+    per_pool(
+        &mut out,
+        "counter",
+        &[
+            (
+                "ppscope_page_pool_pages_allocated_total",
+                "Pages that entered the pool from the page allocator or a memory provider.",
+                |p| p.pages.allocated,
+            ),
+            (
+                "ppscope_page_pool_pages_released_total",
+                "Pages that left the pool (ring full, not recyclable, teardown).",
+                |p| p.pages.released,
+            ),
+        ],
+    );
     {
         let mut f = Family::new(
             &mut out,
@@ -217,40 +225,37 @@ pub fn render(snap: &Snapshot, me: &SelfStats, format: Format, max_pools: usize)
             }
         }
     }
-    for (name, help, get) in [
-        (
-            "ppscope_page_pool_ring_size",
-            "Entries of the pool's ptr_ring.",
-            (|p: &PoolView| p.ring_size.map(u64::from)) as fn(&PoolView) -> Option<u64>,
-        ),
-        (
-            "ppscope_page_pool_pool_size",
-            "pool_size the driver asked for.",
-            |p: &PoolView| p.pool_size.map(u64::from),
-        ),
-        (
-            "ppscope_page_pool_ring_fill",
-            "Entries in the ring at the pool's last refill, slow path or release.",
-            |p: &PoolView| p.ring_fill.map(u64::from),
-        ),
-        (
-            "ppscope_page_pool_inflight_bytes",
-            "Memory of the pages out of the pool (held by the driver, the stack or sockets).",
-            |p: &PoolView| p.inflight_bytes,
-        ),
-        (
-            "ppscope_page_pool_recommended_ring_size",
-            "Ring size the advice recommends for this pool.",
-            |p: &PoolView| p.advice.as_ref().map(|a| u64::from(a.recommended_size)),
-        ),
-    ] {
-        let mut f = Family::new(&mut out, format, name, "gauge", help);
-        for (i, p) in pools.iter().enumerate() {
-            if let Some(v) = get(p) {
-                f.sample("", &labels(&base(i)), v as f64);
-            }
-        }
-    }
+    per_pool(
+        &mut out,
+        "gauge",
+        &[
+            (
+                "ppscope_page_pool_ring_size",
+                "Entries of the pool's ptr_ring.",
+                |p| p.ring_size.map(u64::from),
+            ),
+            (
+                "ppscope_page_pool_pool_size",
+                "pool_size the driver asked for.",
+                |p| p.pool_size.map(u64::from),
+            ),
+            (
+                "ppscope_page_pool_ring_fill",
+                "Entries in the ring at the pool's last refill, slow path or release.",
+                |p| p.ring_fill.map(u64::from),
+            ),
+            (
+                "ppscope_page_pool_inflight_bytes",
+                "Memory of the pages out of the pool (held by the driver, the stack or sockets).",
+                |p| p.inflight_bytes,
+            ),
+            (
+                "ppscope_page_pool_recommended_ring_size",
+                "Ring size the advice recommends for this pool.",
+                |p| p.advice.as_ref().map(|a| u64::from(a.recommended_size)),
+            ),
+        ],
+    );
     {
         let mut f = Family::new(
             &mut out,
@@ -268,32 +273,25 @@ pub fn render(snap: &Snapshot, me: &SelfStats, format: Format, max_pools: usize)
             f.histogram(&[], l);
         }
     }
-    {
-        let mut f = Family::new(
-            &mut out,
-            format,
+    for (name, help, get) in [
+        (
             "ppscope_napi_polls_total",
-            "counter",
             "NAPI polls of the devices whose pools are watched.",
-        );
+            (|n: &NapiView| n.polls) as fn(&NapiView) -> u64,
+        ),
+        (
+            "ppscope_napi_full_budget_polls_total",
+            "NAPI polls that used their whole budget (the device had more packets than a poll takes).",
+            |n: &NapiView| n.full_budget_polls,
+        ),
+    ] {
+        let mut f = Family::new(&mut out, format, name, "counter", help);
         for d in &snap.devices {
             if let Some(n) = &d.napi {
                 f.sample(
                     "",
                     &labels(&[("device", d.ifname.as_deref().unwrap_or(""))]),
-                    n.polls as f64,
-                );
-            }
-        }
-    }
-    {
-        let mut f = Family::new(&mut out, format, "ppscope_napi_full_budget_polls_total", "counter", "NAPI polls that used their whole budget (the device had more packets than a poll takes).");
-        for d in &snap.devices {
-            if let Some(n) = &d.napi {
-                f.sample(
-                    "",
-                    &labels(&[("device", d.ifname.as_deref().unwrap_or(""))]),
-                    n.full_budget_polls as f64,
+                    get(n) as f64,
                 );
             }
         }

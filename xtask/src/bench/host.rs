@@ -385,6 +385,23 @@ fn status_kb(pid: u32, key: &str) -> Option<u64> {
         .ok()
 }
 
+/// CPU share of one core (per cent, one figure per second) and peak RSS (MB) of process `pid`
+/// over `window` seconds; `what` names it in the error when it exits.
+fn cpu_and_rss(pid: u32, window: u64, what: &str) -> Result<(Vec<f64>, f64)> {
+    let hz = unsafe { sysconf(2) }.max(1) as f64; // _SC_CLK_TCK
+    let mut per_sec = Vec::new();
+    let mut rss_max = 0u64;
+    let mut last = cpu_ticks(pid).with_context(|| format!("{what} exited before the window"))?;
+    for _ in 0..window {
+        sleep(Duration::from_secs(1));
+        let now = cpu_ticks(pid).with_context(|| format!("{what} exited during the window"))?;
+        per_sec.push((now - last) as f64 / hz * 100.0);
+        last = now;
+        rss_max = rss_max.max(status_kb(pid, "VmRSS:").unwrap_or(0));
+    }
+    Ok((per_sec, rss_max as f64 / 1024.0))
+}
+
 fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
@@ -417,7 +434,6 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
         &[1, 100, 1000]
     };
     let window: u64 = if args.quick { 3 } else { 10 };
-    let hz = unsafe { sysconf(2) }.max(1) as f64; // _SC_CLK_TCK
     for &n in counts {
         eprintln!("bench: agent with {n} pool(s)");
         let mut lab = Lab::new()?;
@@ -481,29 +497,20 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
                 .output();
             let _ = rec.wait();
         }
-        let mut per_sec = Vec::new();
-        let mut rss_max = 0u64;
-        let mut last = cpu_ticks(pid).context("agent gone")?;
-        for _ in 0..window {
-            sleep(Duration::from_secs(1));
-            let now = cpu_ticks(pid).context("agent exited during the window")?;
-            per_sec.push((now - last) as f64 / hz * 100.0);
-            last = now;
-            rss_max = rss_max.max(status_kb(pid, "VmRSS:").unwrap_or(0));
-        }
+        let (per_sec, rss_mb) = cpu_and_rss(pid, window, "agent")?;
         let pools = http_get(port, "/metrics").map_or(0, |(_, b)| pools_in_metrics(&b));
         res.agent.push(AgentRow {
             pools_made: n,
             pools_exported: pools,
             cpu: Spread::of(&per_sec).context("no CPU samples")?,
             cpu_mean: per_sec.iter().sum::<f64>() / per_sec.len() as f64,
-            rss_mb: rss_max as f64 / 1024.0,
+            rss_mb,
         });
         unsafe { kill(pid as i32, 15) };
         if n == *counts.last().unwrap() {
             // The dashboard on the same pools, alone (the agent has stopped): a real terminal
             // (tmux, 120×40), live source, 1 s refresh.
-            match top_cost(tools, window, hz) {
+            match top_cost(tools, window) {
                 Ok((cpu, rss_mb)) => res.agent_notes.push(format!(
                     "`ppscope top` (live, 1 s refresh, a 120×40 tmux terminal) with the same {n} pool(s), the agent stopped: CPU {} % of a core per second, RSS {rss_mb:.1} MB.",
                     cpu.show(1)
@@ -520,7 +527,7 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
 }
 
 /// CPU per second (median and range) and peak RSS of `ppscope top` in a detached tmux.
-fn top_cost(tools: &Tools, window: u64, hz: f64) -> Result<(Spread, f64)> {
+fn top_cost(tools: &Tools, window: u64) -> Result<(Spread, f64)> {
     let server = format!("ppbench-top-{}", std::process::id());
     let cmd = format!("exec {} top --interval 1s", tools.ppscope.display());
     let out = Command::new("tmux")
@@ -545,20 +552,8 @@ fn top_cost(tools: &Tools, window: u64, hz: f64) -> Result<(Spread, f64)> {
     };
     let result = (|| {
         sleep(Duration::from_secs(3));
-        let mut per_sec = Vec::new();
-        let mut rss_max = 0u64;
-        let mut last = cpu_ticks(pid).context("top exited before the window")?;
-        for _ in 0..window {
-            sleep(Duration::from_secs(1));
-            let now = cpu_ticks(pid).context("top exited during the window")?;
-            per_sec.push((now - last) as f64 / hz * 100.0);
-            last = now;
-            rss_max = rss_max.max(status_kb(pid, "VmRSS:").unwrap_or(0));
-        }
-        Ok((
-            Spread::of(&per_sec).context("no CPU samples")?,
-            rss_max as f64 / 1024.0,
-        ))
+        let (per_sec, rss_mb) = cpu_and_rss(pid, window, "top")?;
+        Ok((Spread::of(&per_sec).context("no CPU samples")?, rss_mb))
     })();
     kill_server();
     result

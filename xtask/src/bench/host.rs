@@ -426,6 +426,10 @@ pub fn pools_in_metrics(text: &str) -> usize {
     set.len()
 }
 
+/// How long the agent and `top` run before they are measured: their advice window (61
+/// one-second samples) is full by then, so the figures are the steady state, not the fill.
+const STEADY_AFTER: Duration = Duration::from_secs(62);
+
 /// Agent cost with N real pools: CPU per second over a window, RSS, pools it exports.
 pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
     let counts: &[usize] = if args.quick {
@@ -434,6 +438,11 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
         &[1, 100, 1000]
     };
     let window: u64 = if args.quick { 3 } else { 10 };
+    let warm = if args.quick {
+        Duration::from_secs(3)
+    } else {
+        STEADY_AFTER
+    };
     for &n in counts {
         eprintln!("bench: agent with {n} pool(s)");
         let mut lab = Lab::new()?;
@@ -497,6 +506,7 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
                 .output();
             let _ = rec.wait();
         }
+        sleep(warm.saturating_sub(up.elapsed()));
         let (per_sec, rss_mb) = cpu_and_rss(pid, window, "agent")?;
         let pools = http_get(port, "/metrics").map_or(0, |(_, b)| pools_in_metrics(&b));
         res.agent.push(AgentRow {
@@ -510,9 +520,9 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
         if n == *counts.last().unwrap() {
             // The dashboard on the same pools, alone (the agent has stopped): a real terminal
             // (tmux, 120×40), live source, 1 s refresh.
-            match top_cost(tools, window) {
+            match top_cost(tools, warm, window) {
                 Ok((cpu, rss_mb)) => res.agent_notes.push(format!(
-                    "`ppscope top` (live, 1 s refresh, a 120×40 tmux terminal) with the same {n} pool(s), the agent stopped: CPU {} % of a core per second, RSS {rss_mb:.1} MB.",
+                    "`ppscope top` (live, 1 s refresh, a 120×40 tmux terminal, measured after the same warm-up) with the same {n} pool(s), the agent stopped: CPU {} % of a core per second, RSS {rss_mb:.1} MB.",
                     cpu.show(1)
                 )),
                 Err(e) => res
@@ -527,7 +537,7 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
 }
 
 /// CPU per second (median and range) and peak RSS of `ppscope top` in a detached tmux.
-fn top_cost(tools: &Tools, window: u64) -> Result<(Spread, f64)> {
+fn top_cost(tools: &Tools, warm: Duration, window: u64) -> Result<(Spread, f64)> {
     let server = format!("ppbench-top-{}", std::process::id());
     let cmd = format!("exec {} top --interval 1s", tools.ppscope.display());
     let out = Command::new("tmux")
@@ -551,7 +561,7 @@ fn top_cost(tools: &Tools, window: u64) -> Result<(Spread, f64)> {
         }
     };
     let result = (|| {
-        sleep(Duration::from_secs(3));
+        sleep(warm);
         let (per_sec, rss_mb) = cpu_and_rss(pid, window, "top")?;
         Ok((Spread::of(&per_sec).context("no CPU samples")?, rss_mb))
     })();

@@ -308,8 +308,9 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
             s,
             "`ppscope agent --interval 1s` on this host (tracepoint backend) with N veth pairs, \
              XDP on each receiver (so each has a real page_pool) and one packet through each. \
-             CPU is measured from /proc/PID/stat per 1 s sample after a 3 s warm-up; RSS is the \
-             largest VmRSS seen. Targets at 1,000 pools: ≤ 1% of a core, ≤ 40 MB RSS, cost \
+             CPU is measured from /proc/PID/stat per 1 s sample once the agent has run 62 s \
+             (its one-minute advice window is full: the steady state; 3 s with --quick); RSS \
+             is the largest VmRSS seen. Targets at 1,000 pools: ≤ 1% of a core, ≤ 40 MB RSS, cost \
              growing no faster than linearly.\n"
         );
         let _ = writeln!(s, "| pools made | pools exported | CPU % of a core (per s) | mean CPU % | RSS MB | target |");

@@ -486,7 +486,7 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
             bail!("bench-probe udp: {}", String::from_utf8_lossy(&sent.stderr));
         }
         sleep(Duration::from_secs(3));
-        if n == *counts.last().unwrap() && !args.quick {
+        if n == *counts.last().unwrap() && !args.quick && args.wants("simulator") {
             // A recording of every pool, for the simulator benchmark's replay timing: a
             // second packet through each pool once the recorder has attached, so that it
             // sees them all.
@@ -688,7 +688,9 @@ pub fn simulator(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<(
         });
     }
     let rec = std::env::temp_dir().join("ppscope-bench-pools.rec");
-    if rec.is_file() {
+    // Only this run's recording: one left by an earlier run (`--only agent` makes it and does
+    // not consume it) would add a row a quick run never has.
+    if !args.quick && args.wants("agent") && rec.is_file() {
         let mut times = Vec::new();
         let mut pools = 0;
         let mut advised = 0;

@@ -85,10 +85,6 @@ impl LiveSource {
         &self.probes.hooks
     }
 
-    pub fn probes(&self) -> &Probes {
-        &self.probes
-    }
-
     fn snapshot(&self, from: &RawSample, to: &RawSample, kernel: [&KernelSample; 2]) -> Snapshot {
         let mut snap = model::snapshot(
             self.kernel.clone(),

@@ -1,3 +1,5 @@
+//! `ppscope`: argument parsing and dispatch. What each command does lives in the library
+//! (`agent/`): sources, the pipeline, reports and the agent; the dashboard in `tui/`.
 use std::{
     io::{self, Write},
     path::PathBuf,
@@ -9,13 +11,12 @@ use std::{
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use ppscope::{
-    advice, advise_pools, btf, kernel,
-    kernel_view::{self, KernelSample},
-    lab, model,
-    model::RawSample,
-    probes,
-    probes::{Backend, BackendChoice, ProbeOptions, Probes},
-    record, report, scenario,
+    advice,
+    export::agent::{self as agent, AgentOptions},
+    host::{lab, signals::Interrupt},
+    probes::{BackendChoice, ProbeOptions, Probes},
+    recording, report,
+    source::live,
 };
 
 #[derive(Parser)]
@@ -144,7 +145,7 @@ struct SimulateArgs {
     #[arg(long)]
     dev: Option<String>,
     /// The fast-path (recycled) rate a ring must reach.
-    #[arg(long, default_value_t = advise_pools::DEFAULT_TARGET)]
+    #[arg(long, default_value_t = advice::DEFAULT_TARGET)]
     target: f64,
     #[arg(long)]
     json: bool,
@@ -199,212 +200,41 @@ enum LabCommand {
     Xdp { dev: String },
 }
 
-/// SIGINT/SIGTERM as an event: Ctrl-C ends a diagnose window early and the report still
-/// comes (the probes detach when the process exits either way).
-struct Interrupt {
-    rx: std::sync::mpsc::Receiver<()>,
-    handle: signal_hook::iterator::Handle,
-}
-
-impl Interrupt {
-    fn new() -> Result<Self> {
-        use signal_hook::consts::{SIGINT, SIGTERM};
-        let (tx, rx) = std::sync::mpsc::channel();
-        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
-        let handle = signals.handle();
-        thread::spawn(move || {
-            if signals.forever().next().is_some() {
-                let _ = tx.send(());
-            }
-        });
-        Ok(Self { rx, handle })
-    }
-
-    /// Sleeps up to `d`; true when interrupted.
-    fn wait(&self, d: Duration) -> bool {
-        self.rx.recv_timeout(d).is_ok()
-    }
-}
-
-impl Drop for Interrupt {
-    fn drop(&mut self) {
-        self.handle.close();
-    }
-}
-
-/// Samples taken through a window, one per step, folded into timeline steps as they come.
-struct Window {
-    first: RawSample,
-    last: RawSample,
-    steps: Vec<model::TimelineStep>,
-}
-
-impl Window {
-    fn new(first: RawSample) -> Self {
-        Self {
-            last: first.clone(),
-            first,
-            steps: Vec::new(),
-        }
-    }
-
-    fn push(&mut self, cur: RawSample) {
-        let netdevs = model::pool_netdevs(&cur);
-        self.steps.push(model::timeline_step(
-            cur.at.duration_since(self.first.at).as_secs_f64(),
-            &self.last,
-            &cur,
-            &netdevs,
-        ));
-        self.last = cur;
-    }
-
-    /// Timeline steps of `interval` through fine-grained samples (the last always counts).
-    fn from_samples(samples: &[RawSample], interval: Duration) -> Self {
-        let mut w = Window::new(samples[0].clone());
-        for (i, s) in samples.iter().enumerate().skip(1) {
-            if s.at.duration_since(w.last.at) >= interval || i == samples.len() - 1 {
-                w.push(s.clone());
-            }
-        }
-        w
-    }
-}
-
-/// What the source was and could measure, whichever source it was.
-struct SourceInfo<'a> {
-    kernel: String,
-    coverage: &'a model::Coverage,
-    hooks: &'a [probes::HookStatus],
-    drop_reasons: &'a std::collections::HashMap<u32, String>,
-}
-
-fn window_snapshot(
-    info: &SourceInfo,
-    samples: &[RawSample],
-    interval: Duration,
-    kernel_samples: Option<(KernelSample, KernelSample)>,
-    dev: Option<&str>,
-) -> model::Snapshot {
-    let kernel_samples_live = kernel_samples.is_some();
-    let w = Window::from_samples(samples, interval);
-    let mut snap = model::snapshot(
-        info.kernel.clone(),
-        &w.first,
-        &w.last,
-        info.coverage,
-        info.hooks,
-    );
-    if let Some((a, b)) = kernel_samples {
-        kernel_view::merge(&mut snap, &a, &b);
-    }
-    model::name_drop_reasons(&mut snap, info.drop_reasons);
-    snap.timeline = model::keep_steps_of(w.steps, &snap.devices);
-    advise_pools::attach(
-        &mut snap,
-        samples,
-        info.coverage,
-        advise_pools::DEFAULT_TARGET,
-    );
-    if kernel_samples_live {
-        flag_unrebuilt_pools(&mut snap);
-    }
-    if let Some(dev) = dev {
-        snap.pools.retain(|p| p.ifname.as_deref() == Some(dev));
-        snap.devices.retain(|d| d.ifname.as_deref() == Some(dev));
-    }
-    snap
-}
-
-/// A device whose configured rx ring (ethtool -g) no longer matches its pool: the resize did
-/// not rebuild the pool (virtio-net builds it once, at probe). Said in the pool's advice.
-fn flag_unrebuilt_pools(snap: &mut model::Snapshot) {
-    for p in &mut snap.pools {
-        let (Some(name), Some(index), Some(driver), Some(ring)) =
-            (p.ifname.clone(), p.ifindex, p.driver.clone(), p.ring_size)
-        else {
-            continue;
-        };
-        let Some(rx) = ppscope::ethtool::rx_ring(&name, index) else {
-            continue;
-        };
-        p.device_rx_ring = Some(rx);
-        match ppscope::ethtool::pool_size_for(&driver, rx) {
-            Some(expected) if expected != ring => {
-                let note = format!(
-                    "{name}'s rx ring is {rx} (ethtool -g) but its page_pool still has {ring} entries: the resize did not rebuild the pool ({driver} builds it when the device probes)"
-                );
-                if let Some(a) = &mut p.advice {
-                    a.evidence.push(note);
-                    a.resize_suspect = Some(ring);
-                }
-            }
-            _ => {}
-        }
-    }
-}
-
-/// Fine-grained sampling for burst profiles: 10 ms, coarser for long windows so that a
-/// window keeps at most a few thousand samples in memory.
-fn profile_interval(duration: Duration) -> Duration {
-    Duration::from_millis(10).max(duration / 6000)
-}
-
 fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
     let snap = match &opts.replay {
         Some(path) => {
-            let rec = record::Recording::read(path)?;
+            let rec = recording::Recording::read(path)?;
             let samples = rec.samples();
-            let info = SourceInfo {
-                kernel: rec.header.kernel.clone(),
-                coverage: &rec.header.coverage,
-                hooks: &rec.header.hooks,
-                drop_reasons: &rec.header.drop_reasons,
-            };
-            window_snapshot(&info, &samples, opts.interval, None, opts.dev.as_deref())
+            let facts = rec.header.facts();
+            let mut w = ppscope::pipeline::Window::over(&facts, &samples);
+            w.timeline = Some((&samples, opts.interval));
+            w.only_dev = opts.dev.as_deref();
+            ppscope::pipeline::assemble(&w)
         }
         None => {
             let mut probes = opts.probe.start()?;
-            let attached = probes.hooks.iter().filter(|h| h.attached()).count();
+            let hooks = &probes.facts.hooks;
+            let (attached, all) = (hooks.iter().filter(|h| h.attached()).count(), hooks.len());
             // The signal handler and the baseline come before the message that tells a
             // script the window has started: nothing it does after that can be missed.
             let interrupt = Interrupt::new()?;
-            let first = probes.sample()?;
-            let kernel_first = KernelSample::read();
-            eprintln!(
-                "ppscope: watching page_pools for {} ({attached}/{} hooks attached)",
-                humantime::format_duration(opts.duration),
-                probes.hooks.len()
-            );
-            let step = profile_interval(opts.duration);
-            let mut samples = vec![first];
-            loop {
-                let elapsed = samples.last().unwrap().at.duration_since(samples[0].at);
-                let left = opts.duration.saturating_sub(elapsed);
-                let interrupted = left.is_zero() || interrupt.wait(left.min(step));
-                for change in probes.refresh_modules() {
-                    eprintln!("ppscope: {change}");
-                }
-                samples.push(probes.sample()?);
-                let elapsed = samples.last().unwrap().at.duration_since(samples[0].at);
-                if interrupted || elapsed >= opts.duration {
-                    break;
-                }
-            }
-            let kernel_last = KernelSample::read();
-            let info = SourceInfo {
-                kernel: kernel::release(),
-                coverage: &probes.coverage,
-                hooks: &probes.hooks,
-                drop_reasons: &probes.drop_reasons,
+            let watch = live::DiagnoseOptions {
+                duration: opts.duration,
+                interval: opts.interval,
+                only_dev: opts.dev.as_deref(),
             };
-            window_snapshot(
-                &info,
-                &samples,
-                opts.interval,
-                Some((kernel_first, kernel_last)),
-                opts.dev.as_deref(),
-            )
+            live::diagnose(
+                &mut probes,
+                &watch,
+                |d| interrupt.wait(d),
+                || {
+                    eprintln!(
+                        "ppscope: watching page_pools for {} ({attached}/{all} hooks attached)",
+                        humantime::format_duration(opts.duration),
+                    )
+                },
+                |change| eprintln!("ppscope: {change}"),
+            )?
         }
     };
     let out = if opts.json {
@@ -453,209 +283,61 @@ fn top(opts: &TopArgs) -> Result<()> {
 }
 
 fn simulate_cmd(opts: &SimulateArgs) -> Result<()> {
-    let mut results = Vec::new();
-    match (&opts.scenario, &opts.replay) {
-        (Some(name), None) => {
-            let sc = scenario::by_name(name).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "no scenario named '{name}' (there are: {})",
-                    scenario::NAMES.join(", ")
-                )
-            })?;
-            let a = advice::advise(&sc.profile, &sc.context, opts.target);
-            results.push(serde_json::json!({
-                "scenario": sc.name,
-                "description": sc.description,
-                "summary": a.summary(),
-                "advice": a,
-            }));
-        }
+    use report::simulate;
+    let results = match (&opts.scenario, &opts.replay) {
+        (Some(name), None) => simulate::scenario(name, opts.target)?,
         (None, Some(path)) => {
-            let rec = record::Recording::read(path)?;
-            let samples = rec.samples();
-            let advice = advise_pools::advise_window(&samples, &rec.header.coverage, opts.target);
-            let snap = model::snapshot(
-                rec.header.kernel.clone(),
-                &samples[0],
-                samples.last().unwrap(),
-                &rec.header.coverage,
-                &rec.header.hooks,
-            );
-            for p in &snap.pools {
-                if opts
-                    .dev
-                    .as_deref()
-                    .is_some_and(|d| p.ifname.as_deref() != Some(d))
-                {
-                    continue;
-                }
-                let Some(a) = advice.get(&p.addr) else {
-                    continue;
-                };
-                results.push(serde_json::json!({
-                    "pool": p.pool,
-                    "ifname": p.ifname,
-                    "driver": p.driver,
-                    "measured_fast_path_rate": p.fast_path_rate,
-                    "summary": a.summary(),
-                    "advice": a,
-                }));
-            }
-            if results.is_empty() {
-                anyhow::bail!(
-                    "no pool in {} has a profile to replay (needs the alloc and recycle probes: kprobes or fentry)",
-                    path.display()
-                );
-            }
+            let rec = recording::Recording::read(path)?;
+            let name = path.display().to_string();
+            simulate::recording(&rec, &name, opts.dev.as_deref(), opts.target)?
         }
         _ => anyhow::bail!("give either --scenario NAME or --replay FILE"),
-    }
+    };
     let out = if opts.json {
-        serde_json::to_string_pretty(&serde_json::json!({ "version": 1, "results": results }))?
-            + "\n"
+        serde_json::to_string_pretty(&simulate::json(&results))? + "\n"
     } else {
-        let mut t = String::new();
-        for r in &results {
-            let name = r["scenario"]
-                .as_str()
-                .or(r["ifname"].as_str())
-                .unwrap_or("pool");
-            t += &format!("{name}\n  {}\n", r["summary"].as_str().unwrap_or(""));
-            if let Some(ev) = r["advice"]["evidence"].as_array() {
-                for e in ev {
-                    t += &format!("    - {}\n", e.as_str().unwrap_or(""));
-                }
-            }
-            t += &format!(
-                "  confidence: {} ({})\n\n",
-                r["advice"]["confidence"]["level"].as_str().unwrap_or("?"),
-                r["advice"]["confidence"]["reason"].as_str().unwrap_or("")
-            );
-        }
-        t
+        simulate::text(&results)
     };
     print_out(&out)
 }
 
-/// The agent: collect every interval, keep the snapshot since start for the HTTP side, stop
-/// cleanly on SIGTERM/SIGINT (the probes detach as the process ends).
 fn agent_cmd(opts: &AgentArgs) -> Result<()> {
-    use std::{
-        collections::{HashMap, HashSet},
-        sync::{Arc, Mutex},
-        time::Instant,
-    };
     let interrupt = Interrupt::new()?;
-    // Listen first: a busy port is reported before anything is loaded into the kernel.
-    let shared = Arc::new(Mutex::new(ppscope::serve::Shared::default()));
-    let server = ppscope::serve::HttpServer::start(
-        opts.listen,
-        shared.clone(),
-        opts.interval,
-        opts.max_pools,
-    )?;
-    let mut live = ppscope::source::LiveSource::new(opts.probe.start()?)?;
-    let hooks = live.hooks();
-    eprintln!(
-        "ppscope: agent serving http://{}/metrics every {} ({}/{} hooks attached)",
-        server.addr,
-        humantime::format_duration(opts.interval),
-        hooks.iter().filter(|h| h.attached()).count(),
-        hooks.len()
-    );
-    let mut last_moved: HashMap<String, (u64, Instant)> = HashMap::new();
-    let mut stats = ppscope::exporter::SelfStats::default();
-    loop {
-        if interrupt.wait(opts.interval) {
-            break;
-        }
-        let started = Instant::now();
-        let collection = match live.collect(true) {
-            Ok(c) => c,
-            Err(e) => {
-                // Keep serving the last values; say so in the self-metrics.
-                stats.collection_errors += 1;
-                eprintln!("ppscope: collection failed: {e:#}");
-                shared.lock().expect("not poisoned").stats = stats.clone();
-                continue;
-            }
-        };
-        for change in &collection.module_changes {
-            eprintln!("ppscope: {change}");
-        }
-        stats.map_entries = collection.map_entries;
-        stats.map_capacity = ppscope_common::MAX_POOLS as usize;
-        let mut snap = collection.since_start.expect("asked for");
-        // Pools that stopped moving leave the metrics after the grace period.
-        let now = Instant::now();
-        let listed: HashSet<String> = snap.pools.iter().map(|p| p.pool.clone()).collect();
-        snap.pools.retain(|p| {
-            let activity = p.activity();
-            let entry = last_moved.entry(p.pool.clone()).or_insert((activity, now));
-            if entry.0 != activity {
-                *entry = (activity, now);
-            }
-            now.duration_since(entry.1) <= opts.grace
-        });
-        // Forget only pools the kernel side no longer lists: forgetting a quiet pool that is
-        // still listed would make it new again, and bring it back after its grace.
-        last_moved.retain(|pool, _| listed.contains(pool));
-        stats.collections += 1;
-        stats.last_collection_seconds = started.elapsed().as_secs_f64();
-        stats.pools_tracked = snap.pools.len();
-        let mut sh = shared.lock().expect("not poisoned");
-        let last_scrape = sh.stats.last_scrape_seconds;
-        sh.stats = stats.clone();
-        sh.stats.last_scrape_seconds = last_scrape;
-        sh.snapshot = Some(snap);
-        // The last interval alone, for remote dashboards (`top --connect`): rates, not totals.
-        sh.interval_snapshot = Some(collection.interval);
-        sh.last_collection = Some(now);
-    }
-    server.stop();
-    eprintln!("ppscope: agent stopped");
-    Ok(())
+    let options = AgentOptions {
+        listen: opts.listen,
+        interval: opts.interval,
+        max_pools: opts.max_pools,
+        grace: opts.grace,
+    };
+    agent::run(
+        &options,
+        || opts.probe.start(),
+        |d| interrupt.wait(d),
+        |line| eprintln!("ppscope: {line}"),
+    )
 }
 
 fn record_cmd(opts: &RecordArgs) -> Result<()> {
     let mut probes = opts.probe.start()?;
-    let header = record::Header {
-        ppscope_version: env!("CARGO_PKG_VERSION").into(),
-        kernel: kernel::release(),
-        started_unix_ms: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64),
-        interval_ns: opts.interval.as_nanos() as u64,
-        coverage: probes.coverage,
-        hooks: probes.hooks.clone(),
-        drop_reasons: probes.drop_reasons.clone(),
-    };
-    let mut writer = record::Writer::create(&opts.output, &header)?;
+    let header = recording::Header::new(&probes.facts, opts.interval);
+    let mut writer = recording::Writer::create(&opts.output, &header)?;
     let interrupt = Interrupt::new()?;
-    let first = probes.sample()?;
-    let start = first.at;
-    writer.append(&record::Frame::from_sample(&first, start))?;
-    eprintln!(
-        "ppscope: recording page_pools to {} for {} (every {})",
-        opts.output.display(),
-        humantime::format_duration(opts.duration),
-        humantime::format_duration(opts.interval)
-    );
-    let mut frames = 1u64;
-    loop {
-        let elapsed = start.elapsed();
-        let left = opts.duration.saturating_sub(elapsed);
-        let interrupted = left.is_zero() || interrupt.wait(left.min(opts.interval));
-        for change in probes.refresh_modules() {
-            eprintln!("ppscope: {change}");
-        }
-        let s = probes.sample()?;
-        writer.append(&record::Frame::from_sample(&s, start))?;
-        frames += 1;
-        if interrupted || s.at.duration_since(start) >= opts.duration {
-            break;
-        }
-    }
+    let frames = live::record(
+        &mut probes,
+        &mut writer,
+        opts.duration,
+        opts.interval,
+        |d| interrupt.wait(d),
+        || {
+            eprintln!(
+                "ppscope: recording page_pools to {} for {} (every {})",
+                opts.output.display(),
+                humantime::format_duration(opts.duration),
+                humantime::format_duration(opts.interval)
+            )
+        },
+        |change| eprintln!("ppscope: {change}"),
+    )?;
     eprintln!(
         "ppscope: {frames} samples written to {}",
         opts.output.display()
@@ -673,74 +355,12 @@ fn print_out(text: &str) -> Result<()> {
 
 fn doctor(json: bool, probe: &ProbeArgs) -> Result<()> {
     let probes = probe.start()?;
-    if json {
-        let v = serde_json::json!({
-            "kernel": kernel::release(),
-            "kprobes": kernel::has_kprobe_pmu(),
-            "btf": btf::VMLINUX_BTF,
-            "hooks": probes.hooks,
-            "fields": probes.fields,
-        });
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(());
-    }
-    println!("kernel {}", kernel::release());
-    let served_by = |b: Backend| probes.hooks.iter().filter(|h| h.backend == Some(b)).count();
-    let refused = |what: &str| {
-        probes
-            .hooks
-            .iter()
-            .flat_map(|h| &h.reasons)
-            .find(|r| r.starts_with(what))
-            .cloned()
+    let out = if json {
+        serde_json::to_string_pretty(&report::doctor::json(&probes.facts, &probes.fields))? + "\n"
+    } else {
+        report::doctor::text(&probes.facts, &probes.fields)
     };
-    for (name, backend, prefix) in [
-        ("fentry/fexit", Backend::Fentry, "fentry"),
-        ("kprobes", Backend::Kprobe, "kprobe"),
-        ("tracepoints", Backend::Tracepoint, "tracepoint"),
-    ] {
-        let n = served_by(backend);
-        let line = if n > 0 {
-            format!("serve {n} hook(s)")
-        } else if let Some(r) = refused(prefix) {
-            format!(
-                "unavailable: {}",
-                r.split_once(": ").map_or(r.as_str(), |(_, why)| why)
-            )
-        } else {
-            "not used".into()
-        };
-        println!("{name:<13} {line}");
-    }
-    println!("\nhooks");
-    for h in &probes.hooks {
-        match h.backend {
-            Some(b) => println!(
-                "  {:<15} {:<11} {}",
-                h.hook,
-                format!("{b:?}").to_lowercase(),
-                h.targets.join(", ")
-            ),
-            None => println!(
-                "  {:<15} {:<11} {} (lost: {})",
-                h.hook,
-                "missing",
-                h.reasons.join("; "),
-                h.loses
-            ),
-        }
-    }
-    println!("\nkernel fields (from BTF)");
-    for f in &probes.fields {
-        match (&f.path, f.offset) {
-            (Some(p), Some(o)) => println!("  {:<16} {p} @ {o}", f.name),
-            _ => println!(
-                "  {:<16} unknown on this kernel: that column will show '?'",
-                f.name
-            ),
-        }
-    }
-    Ok(())
+    print_out(&out)
 }
 
 fn main() -> ExitCode {

@@ -10,7 +10,7 @@
 //! (198.18.0.0/15, the benchmark range).
 use std::{ffi::CString, fs::File, os::fd::AsRawFd, thread};
 
-use ppscope::netlink::{self, NetlinkPool, StatsAvailability};
+use ppscope::host::netlink::{self, NetlinkPool, StatsAvailability};
 
 mod common;
 

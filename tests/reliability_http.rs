@@ -17,8 +17,8 @@ use std::{
 };
 
 use ppscope::{
+    export::http::{HttpServer, Shared, HEAD_DEADLINE, MAX_CONNECTIONS, MAX_HEAD},
     model::{self, Coverage, RawPool, RawSample},
-    serve::{HttpServer, Shared, HEAD_DEADLINE, MAX_CONNECTIONS, MAX_HEAD},
 };
 use ppscope_common::PoolCounters;
 
@@ -59,7 +59,7 @@ fn server() -> HttpServer {
         release: true,
         ..Default::default()
     };
-    let snap = model::snapshot("test".into(), &first, &later, &cov, &[]);
+    let snap = model::snapshot(&ppscope::testing::facts("test", cov), &first, &later);
     assert_eq!(snap.pools.len() as u64, POOLS);
     let shared = Arc::new(Mutex::new(Shared {
         interval_snapshot: Some(snap.clone()),

@@ -9,9 +9,20 @@ use std::{
 use ppscope_common::{PoolCounters, PoolIdentity};
 
 use crate::{
-    model::{Coverage, RawPool, RawSample},
-    record,
+    model::{Coverage, RawPool, RawSample, SourceFacts},
+    recording,
 };
+
+/// The facts of a source on a kernel called `kernel` with 4 KiB pages, no hooks and no drop
+/// reasons, whose counters `coverage` feeds.
+pub fn facts(kernel: &str, coverage: Coverage) -> SourceFacts {
+    SourceFacts {
+        kernel: kernel.into(),
+        page_size: 4096,
+        coverage,
+        ..SourceFacts::default()
+    }
+}
 
 /// A pool identity that knows only its device name (cut to 15 bytes, as the kernel's).
 pub fn identity(ifname: &str) -> PoolIdentity {
@@ -52,7 +63,7 @@ pub fn write_recording(
     start: Instant,
     samples: impl IntoIterator<Item = RawSample>,
 ) {
-    let header = record::Header {
+    let header = recording::Header {
         ppscope_version: "test".into(),
         kernel: kernel.into(),
         started_unix_ms: 0,
@@ -60,9 +71,10 @@ pub fn write_recording(
         coverage,
         hooks: Vec::new(),
         drop_reasons: HashMap::new(),
+        page_size: Some(4096),
     };
-    let mut w = record::Writer::create(path, &header).unwrap();
+    let mut w = recording::Writer::create(path, &header).unwrap();
     for s in samples {
-        w.append(&record::Frame::from_sample(&s, start)).unwrap();
+        w.append(&recording::Frame::from_sample(&s, start)).unwrap();
     }
 }

@@ -4,9 +4,8 @@
 //! Each returns normally for any input; a panic, abort or hang is the bug.
 use ppscope::{
     args::{parse_duration, parse_listen},
-    btf::KernelBtf,
-    netlink,
-    record::Recording,
+    host::{btf::KernelBtf, netlink},
+    recording::Recording,
 };
 
 /// The recording reader (`diagnose --replay`, `simulate --replay`): a recording or an error

@@ -8,7 +8,7 @@ use std::{
 };
 
 use crossterm::event::KeyEvent;
-use ppscope::model::Snapshot;
+use ppscope::snapshot::Snapshot;
 
 use crate::{
     health::{Health, Metrics},

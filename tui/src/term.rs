@@ -17,7 +17,7 @@ use crossterm::{
     execute,
     terminal::{disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen},
 };
-use ppscope::{model::Snapshot, source::Source};
+use ppscope::{snapshot::Snapshot, source::Source};
 use ratatui::{backend::CrosstermBackend, backend::TestBackend, Terminal};
 
 use crate::{app::App, ui};

@@ -11,10 +11,8 @@ use ratatui::{
 };
 
 use ppscope::{
-    advice::Verdict,
-    model::{Latency, PoolView, SiteView, Snapshot},
-    probes::Backend,
     report::duration_ns,
+    snapshot::{Backend, Latency, PoolView, SiteView, Snapshot, Verdict},
 };
 
 use crate::{

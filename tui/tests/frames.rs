@@ -4,9 +4,8 @@
 use std::time::Duration;
 
 use ppscope::{
-    advice,
-    model::{DevmemView, GveQueueView, GveView, Latency, PoolView, SiteView, Snapshot},
-    scenario,
+    advice::{self, scenario},
+    snapshot::{Advice, DevmemView, GveQueueView, GveView, Latency, PoolView, SiteView, Snapshot},
     source::{SimSource, Source},
 };
 use ppscope_tui::{frame_text, App};
@@ -21,7 +20,7 @@ fn latency(buckets: &[(usize, u64)]) -> Latency {
 
 /// A pool with every figure known; `slow` and `ring_full` per second over a 1 s interval.
 fn pool(addr: u64, ifname: &str, queue: u32, allocs: u64, slow: u64, ring_full: u64) -> PoolView {
-    let mut p = PoolView::unprobed(0, None);
+    let mut p = PoolView::unprobed(0, None, None);
     p.pool = format!("{addr:#x}");
     p.addr = addr;
     p.netlink_id = None;
@@ -52,7 +51,7 @@ fn pool(addr: u64, ifname: &str, queue: u32, allocs: u64, slow: u64, ring_full: 
     p
 }
 
-fn grow_advice() -> advice::Advice {
+fn grow_advice() -> Advice {
     let sc = scenario::gve_devmem_alltoall();
     let mut ctx = sc.context.clone();
     ctx.ifname = Some("eth1".into());
@@ -71,7 +70,7 @@ fn fleet() -> Snapshot {
             starving,
             pool(0xffff_8880_0000_3000, "eth0", 1, 500_000, 3_000, 9_000),
             {
-                let mut idle = PoolView::unprobed(7, None);
+                let mut idle = PoolView::unprobed(7, None, None);
                 idle.pool = "0xffff888000004000".into();
                 idle
             },

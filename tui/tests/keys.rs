@@ -1,7 +1,7 @@
 //! Key handling through `App::on_key`, as a person presses keys: no terminal needed.
 use std::time::Duration;
 
-use ppscope::model::{DevmemView, PoolView, Snapshot};
+use ppscope::snapshot::{DevmemView, PoolView, Snapshot};
 use ppscope_tui::{
     keys::{Key, KEYS},
     App, Pane, INTERVALS_MS,
@@ -12,7 +12,7 @@ use ratatui::{backend::TestBackend, buffer::Buffer, Terminal};
 fn snap(n: u64) -> Snapshot {
     let pools = (0..n)
         .map(|i| {
-            let mut p = PoolView::unprobed(0, None);
+            let mut p = PoolView::unprobed(0, None, None);
             p.pool = format!("{:#x}", 0x1000 + i);
             p.ifname = Some(format!("dev{i:02}"));
             p.queue = Some(0);

@@ -1,0 +1,218 @@
+//! Burst profiles from samples: what a pool's allocations and recycles did, step by step.
+//!
+//! A recording's samples (every 10 ms by default) hold cumulative counters; the difference
+//! between consecutive samples is one [`Step`]: allocations, recycles that went to (or missed)
+//! the ring, and direct recycles into the alloc cache. That is what the simulator replays
+//! against other ring sizes. Direct recycles that found the cache full counted as ring frees
+//! in the kernel and count so here (the cache size does not change with the ring).
+use std::time::Instant;
+
+use ppscope_common::{PoolCounters, PoolIdentity};
+
+use super::simulator::{Profile, Step};
+use crate::model::RawSample;
+
+/// Calls `$m!(field, ...)` with every field of [`ProfileCounters`].
+macro_rules! profile_fields {
+    ($m:ident) => {
+        $m!(
+            alloc_calls,
+            put_calls,
+            put_cached,
+            bulk_pages,
+            slow_calls,
+            slow_ns_sum,
+            mp_alloc_calls,
+            hold_pages,
+            put_released,
+            bulk_released
+        )
+    };
+}
+
+/// The counters of a pool that its burst profile and the calibration read: all a window of
+/// samples has to keep (a tenth of [`PoolCounters`], which also carries four histograms).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProfileCounters {
+    pub alloc_calls: u64,
+    pub put_calls: u64,
+    pub put_cached: u64,
+    pub bulk_pages: u64,
+    pub slow_calls: u64,
+    pub slow_ns_sum: u64,
+    pub mp_alloc_calls: u64,
+    pub hold_pages: u64,
+    pub put_released: u64,
+    pub bulk_released: u64,
+}
+
+impl From<&PoolCounters> for ProfileCounters {
+    fn from(c: &PoolCounters) -> Self {
+        macro_rules! copy {
+            ($($f:ident),*) => { Self { $( $f: c.$f, )* } };
+        }
+        profile_fields!(copy)
+    }
+}
+
+impl ProfileCounters {
+    /// `self - earlier`, field by field; a counter that went backwards (the pool was evicted
+    /// and seen again) restarts from its new value, as [`crate::model::delta`] does.
+    pub fn since(&self, earlier: &Self) -> Self {
+        macro_rules! sub {
+            ($($f:ident),*) => {
+                Self { $( $f: self.$f.checked_sub(earlier.$f).unwrap_or(self.$f), )* }
+            };
+        }
+        profile_fields!(sub)
+    }
+}
+
+/// A sample a profile can be read from: a full [`RawSample`] (a recording) or the slim
+/// samples a live window keeps (`crate::window`).
+pub trait ProfileSample {
+    fn at(&self) -> Instant;
+    fn counters(&self, pool: u64) -> Option<ProfileCounters>;
+    /// Every pool of the sample with its counters, and its identity where the sample has it
+    /// (a window keeps identities in its newest sample only; profiles read them there).
+    fn pools(&self) -> impl Iterator<Item = (u64, ProfileCounters, Option<PoolIdentity>)> + '_;
+}
+
+impl ProfileSample for RawSample {
+    fn at(&self) -> Instant {
+        self.at
+    }
+
+    fn counters(&self, pool: u64) -> Option<ProfileCounters> {
+        self.pools.get(&pool).map(|p| (&p.counters).into())
+    }
+
+    fn pools(&self) -> impl Iterator<Item = (u64, ProfileCounters, Option<PoolIdentity>)> + '_ {
+        self.pools
+            .iter()
+            .map(|(addr, p)| (*addr, (&p.counters).into(), p.identity))
+    }
+}
+
+/// A pool's profile and what the recording knows about the pool.
+#[derive(Debug, Clone)]
+pub struct PoolProfile {
+    pub pool: u64,
+    pub identity: Option<PoolIdentity>,
+    pub profile: Profile,
+    /// The measured counters over the whole window (to calibrate the simulation).
+    pub measured: ProfileCounters,
+}
+
+fn step_of(d: &ProfileCounters) -> Step {
+    let direct = d.put_cached;
+    let ring = (d.put_calls.saturating_sub(d.put_cached)) + d.bulk_pages;
+    Step {
+        allocs: d.alloc_calls,
+        ring_frees: ring,
+        direct_frees: direct,
+    }
+}
+
+/// One profile per pool that moved, from consecutive samples (at least two).
+pub fn profiles<S: ProfileSample>(samples: &[S]) -> Vec<PoolProfile> {
+    let (Some(first), Some(last)) = (samples.first(), samples.last()) else {
+        return Vec::new();
+    };
+    if samples.len() < 2 {
+        return Vec::new();
+    }
+    let step_ns =
+        (last.at().duration_since(first.at()).as_nanos() as u64) / (samples.len() as u64 - 1);
+    let zero = ProfileCounters::default();
+    let mut out: Vec<PoolProfile> = last
+        .pools()
+        .filter_map(|(addr, end, identity)| {
+            let start = first.counters(addr).unwrap_or(zero);
+            let measured = end.since(&start);
+            if measured.alloc_calls + measured.put_calls == 0 {
+                return None;
+            }
+            let steps = samples
+                .windows(2)
+                .map(|w| {
+                    let a = w[0].counters(addr).unwrap_or(zero);
+                    let b = w[1].counters(addr).unwrap_or(a);
+                    step_of(&b.since(&a))
+                })
+                .collect();
+            Some(PoolProfile {
+                pool: addr,
+                identity,
+                profile: Profile {
+                    step_ns: step_ns.max(1),
+                    steps,
+                    provider: identity.is_some_and(|i| i.has_memory_provider != 0),
+                },
+                measured,
+            })
+        })
+        .collect();
+    out.sort_by_key(|p| std::cmp::Reverse(p.measured.alloc_calls));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::RawPool;
+    use std::time::{Duration, Instant};
+
+    fn sample(t: Instant, ms: u64, allocs: u64, puts: u64, cached: u64) -> RawSample {
+        let mut s = RawSample::empty(t + Duration::from_millis(ms));
+        s.pools.insert(
+            9,
+            RawPool {
+                counters: PoolCounters {
+                    alloc_calls: allocs,
+                    put_calls: puts,
+                    put_cached: cached,
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        );
+        s
+    }
+
+    #[test]
+    fn steps_are_the_differences_between_samples() {
+        let t = Instant::now();
+        let samples = [
+            sample(t, 0, 100, 100, 50),
+            sample(t, 10, 164, 100, 50),
+            sample(t, 20, 164, 292, 60),
+        ];
+        let p = profiles(&samples);
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].profile.step_ns, 10_000_000);
+        assert_eq!(
+            p[0].profile.steps,
+            vec![
+                Step {
+                    allocs: 64,
+                    ring_frees: 0,
+                    direct_frees: 0
+                },
+                Step {
+                    allocs: 0,
+                    ring_frees: 182,
+                    direct_frees: 10
+                },
+            ]
+        );
+        assert_eq!(p[0].measured.alloc_calls, 64);
+    }
+
+    #[test]
+    fn idle_pools_and_single_samples_give_nothing() {
+        let t = Instant::now();
+        assert!(profiles(&[sample(t, 0, 1, 1, 0)]).is_empty());
+        assert!(profiles(&[sample(t, 0, 5, 5, 0), sample(t, 10, 5, 5, 0)]).is_empty());
+    }
+}

@@ -1,0 +1,529 @@
+//! Prometheus exposition of a snapshot: text format 0.0.4, or OpenMetrics 1.0 when asked.
+//!
+//! Pure rendering, unit-tested: counters end in `_total`, histograms come from the kernel's
+//! log2 nanosecond buckets made cumulative with every edge present (`le` = 2^(i+1) ns in
+//! seconds, then `+Inf`), with `_sum` and `_count`; labels are bounded (device, queue, pool,
+//! and kind/reason/hook from fixed sets), never a pid, page or pointer other than a pool's
+//! own id when it has no netlink id.
+use std::fmt::Write;
+
+use crate::snapshot::{Latency, NapiView, PoolView, Snapshot};
+
+/// One figure of a pool, when known.
+type PoolFigure = fn(&PoolView) -> Option<u64>;
+
+/// What the agent knows about itself, for the self-metrics.
+#[derive(Debug, Clone, Default)]
+pub struct SelfStats {
+    pub collections: u64,
+    pub collection_errors: u64,
+    pub last_collection_seconds: f64,
+    pub last_scrape_seconds: f64,
+    pub series_dropped: u64,
+    pub pools_tracked: usize,
+    /// Pools in the kernel's per-pool map, and its capacity (LRU: the least recently seen
+    /// pool is evicted when full).
+    pub map_entries: usize,
+    pub map_capacity: usize,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Prometheus,
+    OpenMetrics,
+}
+
+impl Format {
+    /// From an HTTP `Accept` header.
+    pub fn from_accept(accept: Option<&str>) -> Self {
+        match accept {
+            Some(a) if a.contains("application/openmetrics-text") => Format::OpenMetrics,
+            _ => Format::Prometheus,
+        }
+    }
+
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        }
+    }
+}
+
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+fn labels(pairs: &[(&str, &str)]) -> String {
+    let inner: Vec<String> = pairs
+        .iter()
+        .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
+        .collect();
+    format!("{{{}}}", inner.join(","))
+}
+
+/// One metric family being written.
+struct Family<'a> {
+    out: &'a mut String,
+    name: &'static str,
+    format: Format,
+}
+
+impl<'a> Family<'a> {
+    fn new(
+        out: &'a mut String,
+        format: Format,
+        name: &'static str,
+        kind: &str,
+        help: &str,
+    ) -> Self {
+        // OpenMetrics names a counter family without its `_total` suffix.
+        let family = match (format, kind) {
+            (Format::OpenMetrics, "counter") => name.trim_end_matches("_total"),
+            _ => name,
+        };
+        let _ = writeln!(out, "# HELP {family} {help}");
+        let _ = writeln!(out, "# TYPE {family} {kind}");
+        Self { out, name, format }
+    }
+
+    fn sample(&mut self, suffix: &str, labels: &str, value: f64) {
+        let _ = writeln!(
+            self.out,
+            "{}{suffix}{labels} {}",
+            self.name,
+            fmt_value(value)
+        );
+    }
+
+    /// A log2-ns histogram in seconds: cumulative, every bucket edge present, `+Inf`.
+    fn histogram(&mut self, base: &[(&str, &str)], l: &Latency) {
+        let mut cumulative = 0u64;
+        for (i, n) in l.buckets.iter().enumerate() {
+            cumulative += n;
+            let le = format!("{}", ((1u64 << (i + 1)) as f64) / 1e9);
+            let mut pairs = base.to_vec();
+            pairs.push(("le", &le));
+            self.sample("_bucket", &labels(&pairs), cumulative as f64);
+        }
+        let mut pairs = base.to_vec();
+        pairs.push(("le", "+Inf"));
+        self.sample("_bucket", &labels(&pairs), l.count as f64);
+        self.sample("_sum", &labels(base), l.sum_ns as f64 / 1e9);
+        self.sample("_count", &labels(base), l.count as f64);
+        let _ = self.format;
+    }
+}
+
+fn fmt_value(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+/// The bounded label set of a pool.
+fn pool_labels(p: &PoolView) -> (String, String, String) {
+    let device = p.ifname.clone().unwrap_or_default();
+    let queue = p.queue.map(|q| q.to_string()).unwrap_or_default();
+    let pool = p
+        .netlink_id
+        .map_or_else(|| p.pool.clone(), |id| id.to_string());
+    (device, queue, pool)
+}
+
+/// Renders everything; `max_pools` bounds the pool series (the rest are counted as dropped).
+pub fn render(snap: &Snapshot, me: &SelfStats, format: Format, max_pools: usize) -> (String, u64) {
+    let mut out = String::new();
+    let pools: Vec<&PoolView> = snap.pools.iter().take(max_pools).collect();
+    let dropped = snap.pools.len().saturating_sub(max_pools) as u64;
+    let ids: Vec<(String, String, String)> = pools.iter().map(|p| pool_labels(p)).collect();
+    let base = |i: usize| -> Vec<(&str, &str)> {
+        vec![
+            ("device", ids[i].0.as_str()),
+            ("queue", ids[i].1.as_str()),
+            ("pool", ids[i].2.as_str()),
+        ]
+    };
+
+    for (name, help, kinds) in [
+        (
+            "ppscope_page_pool_alloc_total",
+            "Page allocations by where they were served: alloc cache, ptr_ring refill, slow path.",
+            (|p: &PoolView| {
+                [
+                    ("cache", p.alloc.cache),
+                    ("ring", p.alloc.ring),
+                    ("slow", p.alloc.slow),
+                ]
+            }) as fn(&PoolView) -> [(&'static str, Option<u64>); 3],
+        ),
+        (
+            "ppscope_page_pool_recycle_total",
+            "Recycled pages by where they went: alloc cache, ptr_ring, or out of the pool (ring full).",
+            |p: &PoolView| {
+                [
+                    ("cached", p.recycle.cached),
+                    ("ring", p.recycle.ring),
+                    ("ring_full", p.recycle.ring_full),
+                ]
+            },
+        ),
+    ] {
+        let mut f = Family::new(&mut out, format, name, "counter", help);
+        for (i, p) in pools.iter().enumerate() {
+            for (kind, v) in kinds(p) {
+                if let Some(v) = v {
+                    let mut l = base(i);
+                    l.push(("kind", kind));
+                    f.sample("", &labels(&l), v as f64);
+                }
+            }
+        }
+    }
+    // Families with one series per pool that has the figure.
+    let per_pool = |out: &mut String, kind: &str, table: &[(&'static str, &str, PoolFigure)]| {
+        for &(name, help, get) in table {
+            let mut f = Family::new(out, format, name, kind, help);
+            for (i, p) in pools.iter().enumerate() {
+                if let Some(v) = get(p) {
+                    f.sample("", &labels(&base(i)), v as f64);
+                }
+            }
+        }
+    };
+    per_pool(
+        &mut out,
+        "counter",
+        &[
+            (
+                "ppscope_page_pool_pages_allocated_total",
+                "Pages that entered the pool from the page allocator or a memory provider.",
+                |p| p.pages.allocated,
+            ),
+            (
+                "ppscope_page_pool_pages_released_total",
+                "Pages that left the pool (ring full, not recyclable, teardown).",
+                |p| p.pages.released,
+            ),
+        ],
+    );
+    {
+        let mut f = Family::new(
+            &mut out,
+            format,
+            "ppscope_page_pool_slow_path_seconds",
+            "histogram",
+            "Time spent in the page_pool slow path (page allocator, 64 pages per call).",
+        );
+        for (i, p) in pools.iter().enumerate() {
+            if let Some(l) = &p.slow_path_latency {
+                f.histogram(&base(i), l);
+            }
+        }
+    }
+    per_pool(
+        &mut out,
+        "gauge",
+        &[
+            (
+                "ppscope_page_pool_ring_size",
+                "Entries of the pool's ptr_ring.",
+                |p| p.ring_size.map(u64::from),
+            ),
+            (
+                "ppscope_page_pool_pool_size",
+                "pool_size the driver asked for.",
+                |p| p.pool_size.map(u64::from),
+            ),
+            (
+                "ppscope_page_pool_ring_fill",
+                "Entries in the ring at the pool's last refill, slow path or release.",
+                |p| p.ring_fill.map(u64::from),
+            ),
+            (
+                "ppscope_page_pool_inflight_bytes",
+                "Memory of the pages out of the pool (held by the driver, the stack or sockets).",
+                |p| p.inflight_bytes,
+            ),
+            (
+                "ppscope_page_pool_recommended_ring_size",
+                "Ring size the advice recommends for this pool.",
+                |p| p.advice.as_ref().map(|a| u64::from(a.recommended_size)),
+            ),
+        ],
+    );
+    {
+        let mut f = Family::new(
+            &mut out,
+            format,
+            "ppscope_devmem_dontneed_seconds",
+            "histogram",
+            "Latency of SO_DEVMEM_DONTNEED (sock_devmem_dontneed).",
+        );
+        if let Some(l) = snap
+            .devmem
+            .as_ref()
+            .and_then(|d| d.dontneed.as_ref())
+            .and_then(|s| s.latency.as_ref())
+        {
+            f.histogram(&[], l);
+        }
+    }
+    for (name, help, get) in [
+        (
+            "ppscope_napi_polls_total",
+            "NAPI polls of the devices whose pools are watched.",
+            (|n: &NapiView| n.polls) as fn(&NapiView) -> u64,
+        ),
+        (
+            "ppscope_napi_full_budget_polls_total",
+            "NAPI polls that used their whole budget (the device had more packets than a poll takes).",
+            |n: &NapiView| n.full_budget_polls,
+        ),
+    ] {
+        let mut f = Family::new(&mut out, format, name, "counter", help);
+        for d in &snap.devices {
+            if let Some(n) = &d.napi {
+                f.sample(
+                    "",
+                    &labels(&[("device", d.ifname.as_deref().unwrap_or(""))]),
+                    get(n) as f64,
+                );
+            }
+        }
+    }
+    {
+        let mut f = Family::new(
+            &mut out,
+            format,
+            "ppscope_drops_total",
+            "counter",
+            "Packets dropped on the devices whose pools are watched, by kernel drop reason.",
+        );
+        for d in &snap.devices {
+            for drop in &d.drops {
+                let reason = drop
+                    .reason_name
+                    .clone()
+                    .unwrap_or_else(|| drop.reason.to_string());
+                f.sample(
+                    "",
+                    &labels(&[
+                        ("device", d.ifname.as_deref().unwrap_or("")),
+                        ("reason", &reason),
+                    ]),
+                    drop.count as f64,
+                );
+            }
+        }
+    }
+    {
+        let mut f = Family::new(
+            &mut out,
+            format,
+            "ppscope_hook_attached",
+            "gauge",
+            "1 when the hook is attached, with the backend serving it.",
+        );
+        for (name, h) in &snap.backends {
+            let backend = h
+                .backend
+                .map(|b| format!("{b:?}").to_lowercase())
+                .unwrap_or_else(|| "none".into());
+            f.sample(
+                "",
+                &labels(&[("hook", name), ("backend", &backend)]),
+                if h.attached() { 1.0 } else { 0.0 },
+            );
+        }
+    }
+    if let Some(o) = &snap.overhead {
+        Family::new(
+            &mut out,
+            format,
+            "ppscope_bpf_run_seconds_total",
+            "counter",
+            "Time spent in ppscope's own BPF programs (BPF_ENABLE_STATS).",
+        )
+        .sample("", "", o.run_ns as f64 / 1e9);
+        Family::new(
+            &mut out,
+            format,
+            "ppscope_bpf_runs_total",
+            "counter",
+            "Runs of ppscope's own BPF programs.",
+        )
+        .sample("", "", o.runs as f64);
+    }
+    let selfs: [(&'static str, &str, &str, f64); 8] = [
+        (
+            "ppscope_map_entries",
+            "gauge",
+            "Pools in ppscope's per-pool kernel map.",
+            me.map_entries as f64,
+        ),
+        (
+            "ppscope_map_capacity",
+            "gauge",
+            "Capacity of that map; at capacity the least recently seen pool is evicted.",
+            me.map_capacity as f64,
+        ),
+        (
+            "ppscope_collections_total",
+            "counter",
+            "Collections of the kernel maps.",
+            me.collections as f64,
+        ),
+        (
+            "ppscope_collection_errors_total",
+            "counter",
+            "Collections that failed (the metrics keep their last values).",
+            me.collection_errors as f64,
+        ),
+        (
+            "ppscope_collection_duration_seconds",
+            "gauge",
+            "Time the last collection took.",
+            me.last_collection_seconds,
+        ),
+        (
+            "ppscope_scrape_duration_seconds",
+            "gauge",
+            "Time the previous scrape took to render.",
+            me.last_scrape_seconds,
+        ),
+        (
+            "ppscope_series_dropped_total",
+            "counter",
+            "Pool series left out by the --max-pools cap.",
+            (me.series_dropped + dropped) as f64,
+        ),
+        (
+            "ppscope_pools",
+            "gauge",
+            "Pools exported.",
+            pools.len() as f64,
+        ),
+    ];
+    for (name, kind, help, v) in selfs {
+        Family::new(&mut out, format, name, kind, help).sample("", "", v);
+    }
+    if format == Format::OpenMetrics {
+        out.push_str("# EOF\n");
+    }
+    (out, dropped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{pool_view, Coverage};
+    use ppscope_common::{PoolCounters, PoolIdentity};
+
+    fn snap() -> Snapshot {
+        let mut c = PoolCounters {
+            alloc_calls: 1000,
+            refill_calls: 10,
+            slow_calls: 3,
+            slow_ns_sum: 7_000,
+            put_calls: 990,
+            put_released: 5,
+            hold_pages: 192,
+            release_pages: 5,
+            ..Default::default()
+        };
+        c.slow_hist[10] = 2; // [1024, 2048) ns
+        c.slow_hist[12] = 1; // [4096, 8192) ns
+        let cov = Coverage {
+            alloc: true,
+            refill: true,
+            slow: true,
+            recycle: true,
+            release: true,
+            hold: true,
+            cache_layout: true,
+            ..Default::default()
+        };
+        let mut id = PoolIdentity::EMPTY;
+        id.ifname[..7].copy_from_slice(b"ve\"th\\1");
+        id.netlink_id = 7;
+        id.queue_idx = 0;
+        id.known =
+            PoolIdentity::KNOWN_IFNAME | PoolIdentity::KNOWN_NETLINK_ID | PoolIdentity::KNOWN_QUEUE;
+        Snapshot::with_pools("k", 1.0, vec![pool_view(0x10, &c, Some(&id), &cov)])
+    }
+
+    fn lines<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
+        text.lines().filter(|l| l.starts_with(prefix)).collect()
+    }
+
+    #[test]
+    fn counters_and_labels() {
+        let (t, dropped) = render(&snap(), &SelfStats::default(), Format::Prometheus, 100);
+        assert_eq!(dropped, 0);
+        assert!(
+            t.contains("# TYPE ppscope_page_pool_alloc_total counter"),
+            "{t}"
+        );
+        assert!(
+            t.contains(r#"ppscope_page_pool_alloc_total{device="ve\"th\\1",queue="0",pool="7",kind="slow"} 3"#),
+            "{t}"
+        );
+        assert!(t.contains(r#"kind="ring_full"} 5"#), "{t}");
+        assert!(
+            t.contains("ppscope_page_pool_pages_allocated_total{"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn histogram_is_cumulative_with_every_edge_and_seconds() {
+        let (t, _) = render(&snap(), &SelfStats::default(), Format::Prometheus, 100);
+        let buckets = lines(&t, "ppscope_page_pool_slow_path_seconds_bucket");
+        // Buckets 0..=12 plus +Inf: no edge missing, zeros included.
+        assert_eq!(buckets.len(), 14, "{buckets:#?}");
+        assert!(
+            buckets[0].ends_with("le=\"0.000000002\"} 0"),
+            "{}",
+            buckets[0]
+        );
+        assert!(
+            buckets[10].contains("le=\"0.000002048\"") && buckets[10].ends_with("} 2"),
+            "{}",
+            buckets[10]
+        );
+        assert!(buckets[11].ends_with("} 2"), "cumulative: {}", buckets[11]);
+        assert!(buckets[12].contains("le=\"0.000008192\"") && buckets[12].ends_with("} 3"));
+        assert!(buckets[13].contains("le=\"+Inf\"") && buckets[13].ends_with("} 3"));
+        assert!(t.contains("ppscope_page_pool_slow_path_seconds_sum{device=\"ve\\\"th\\\\1\",queue=\"0\",pool=\"7\"} 0.000007"), "{t}");
+        assert!(lines(&t, "ppscope_page_pool_slow_path_seconds_count")[0].ends_with(" 3"));
+    }
+
+    #[test]
+    fn openmetrics_names_counter_families_without_total_and_ends_with_eof() {
+        let (t, _) = render(&snap(), &SelfStats::default(), Format::OpenMetrics, 100);
+        assert!(t.contains("# TYPE ppscope_page_pool_alloc counter"), "{t}");
+        assert!(t.contains("ppscope_page_pool_alloc_total{"), "{t}");
+        assert!(t.ends_with("# EOF\n"));
+        assert!(
+            Format::from_accept(Some("application/openmetrics-text; version=1.0.0"))
+                == Format::OpenMetrics
+        );
+        assert!(Format::from_accept(Some("text/plain")) == Format::Prometheus);
+    }
+
+    #[test]
+    fn the_pool_cap_counts_what_it_drops() {
+        let mut s = snap();
+        let p = s.pools[0].clone();
+        s.pools.push(p);
+        let (t, dropped) = render(&s, &SelfStats::default(), Format::Prometheus, 1);
+        assert_eq!(dropped, 1);
+        assert!(t.contains("ppscope_series_dropped_total 1"), "{t}");
+        assert!(t.contains("ppscope_pools 1"), "{t}");
+    }
+}

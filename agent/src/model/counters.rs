@@ -1,0 +1,83 @@
+//! Per-CPU sums and interval differences of the kernel-side counters.
+use ppscope_common::{PoolCounters, SiteStats, LATENCY_BUCKETS};
+
+/// `into += other`, field by field (summing per-CPU values).
+pub fn accumulate(into: &mut PoolCounters, other: &PoolCounters) {
+    macro_rules! add {
+        ($($f:ident),*) => { $( into.$f = into.$f.wrapping_add(other.$f); )* };
+    }
+    ppscope_common::hot_fields!(add);
+    for (into, other) in [
+        (&mut into.slow_hist, &other.slow_hist),
+        (&mut into.full_run_hist, &other.full_run_hist),
+        (&mut into.empty_run_hist, &other.empty_run_hist),
+        (&mut into.fill_hist, &other.fill_hist),
+    ] {
+        for (a, b) in into.iter_mut().zip(other.iter()) {
+            *a = a.wrapping_add(*b);
+        }
+    }
+    // Runs in progress are per-CPU state, not counts: the longest one stands for them.
+    into.full_run = into.full_run.max(other.full_run);
+    into.empty_run = into.empty_run.max(other.empty_run);
+}
+
+/// `later - earlier`, field by field. A counter that went backwards (the pool was evicted and
+/// seen again) restarts from its new value rather than wrapping to a huge number.
+pub fn delta(later: &PoolCounters, earlier: &PoolCounters) -> PoolCounters {
+    let mut d = PoolCounters::default();
+    macro_rules! sub {
+        ($($f:ident),*) => { $( d.$f = later.$f.checked_sub(earlier.$f).unwrap_or(later.$f); )* };
+    }
+    ppscope_common::hot_fields!(sub);
+    for (out, l, e) in [
+        (&mut d.slow_hist, &later.slow_hist, &earlier.slow_hist),
+        (
+            &mut d.full_run_hist,
+            &later.full_run_hist,
+            &earlier.full_run_hist,
+        ),
+        (
+            &mut d.empty_run_hist,
+            &later.empty_run_hist,
+            &earlier.empty_run_hist,
+        ),
+        (&mut d.fill_hist, &later.fill_hist, &earlier.fill_hist),
+    ] {
+        for i in 0..LATENCY_BUCKETS {
+            out[i] = l[i].checked_sub(e[i]).unwrap_or(l[i]);
+        }
+    }
+    d.full_run = later.full_run;
+    d.empty_run = later.empty_run;
+    d
+}
+
+/// `into += other` for site stats (summing per-CPU values).
+pub fn accumulate_site(into: &mut SiteStats, other: &SiteStats) {
+    into.calls = into.calls.wrapping_add(other.calls);
+    into.ns_sum = into.ns_sum.wrapping_add(other.ns_sum);
+    into.value_sum = into.value_sum.wrapping_add(other.value_sum);
+    into.errors = into.errors.wrapping_add(other.errors);
+    for i in 0..LATENCY_BUCKETS {
+        into.ns_hist[i] = into.ns_hist[i].wrapping_add(other.ns_hist[i]);
+        into.value_hist[i] = into.value_hist[i].wrapping_add(other.value_hist[i]);
+    }
+}
+
+/// `later - earlier` for site stats, restarting where a value went backwards.
+pub fn delta_site(later: &SiteStats, earlier: &SiteStats) -> SiteStats {
+    let d = |a: u64, b: u64| a.checked_sub(b).unwrap_or(a);
+    let mut out = SiteStats {
+        calls: d(later.calls, earlier.calls),
+        ns_sum: d(later.ns_sum, earlier.ns_sum),
+        value_sum: d(later.value_sum, earlier.value_sum),
+        errors: d(later.errors, earlier.errors),
+        ..Default::default()
+    };
+    for i in 0..LATENCY_BUCKETS {
+        out.ns_hist[i] = d(later.ns_hist[i], earlier.ns_hist[i]);
+        out.value_hist[i] = d(later.value_hist[i], earlier.value_hist[i]);
+    }
+    out
+}

@@ -1,0 +1,185 @@
+//! Devices of the pools shown: NAPI work and drops over an interval, and the timeline that
+//! lines them up with the pools' slow paths step by step.
+use std::collections::HashMap;
+
+use ppscope_common::{DeviceIdentity, NapiCounters};
+
+use super::{c_name, counters::delta, ratio, Coverage, RawPool, RawSample};
+use crate::snapshot::{
+    DeviceStep, DeviceView, DropView, NapiView, PoolView, Snapshot, TimelineStep,
+};
+
+pub(super) fn unique_netdevs(pools: &[PoolView]) -> Vec<u64> {
+    let mut v: Vec<u64> = pools.iter().map(|p| p.netdev).filter(|d| *d != 0).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+fn device_name(id: &DeviceIdentity) -> Option<String> {
+    c_name(&id.ifname)
+}
+
+fn napi_delta(earlier: &RawSample, later: &RawSample, netdev: u64) -> NapiCounters {
+    let mut total = NapiCounters::default();
+    for (napi, now) in &later.napi {
+        if later.napi_devices.get(napi) != Some(&netdev) {
+            continue;
+        }
+        let before = earlier.napi.get(napi).copied().unwrap_or_default();
+        total.polls += now.polls.saturating_sub(before.polls);
+        total.work += now.work.saturating_sub(before.work);
+        total.full_budget += now.full_budget.saturating_sub(before.full_budget);
+        total.budget += now.budget.saturating_sub(before.budget);
+    }
+    total
+}
+
+fn drops_delta(earlier: &RawSample, later: &RawSample, netdev: u64) -> Vec<(u32, u64)> {
+    let mut v: Vec<(u32, u64)> = later
+        .drops
+        .iter()
+        .filter(|(k, _)| k.netdev == netdev)
+        .map(|(k, n)| {
+            let before = earlier.drops.get(k).copied().unwrap_or(0);
+            (k.reason, n.saturating_sub(before))
+        })
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v
+}
+
+/// NAPI and drops of the given devices over the interval.
+pub fn device_views(
+    earlier: &RawSample,
+    later: &RawSample,
+    netdevs: &[u64],
+    cov: &Coverage,
+) -> Vec<DeviceView> {
+    netdevs
+        .iter()
+        .map(|&netdev| {
+            let id = later.devices.get(&netdev);
+            let napi = cov.napi.then(|| {
+                let n = napi_delta(earlier, later, netdev);
+                NapiView {
+                    polls: n.polls,
+                    work: n.work,
+                    work_per_poll: ratio(n.work, n.polls),
+                    full_budget_polls: n.full_budget,
+                    full_budget_share: ratio(n.full_budget, n.polls),
+                }
+            });
+            let drops: Vec<DropView> = drops_delta(earlier, later, netdev)
+                .into_iter()
+                .map(|(reason, count)| DropView {
+                    reason,
+                    reason_name: None,
+                    count,
+                })
+                .collect();
+            DeviceView {
+                netdev,
+                ifname: id.and_then(device_name),
+                ifindex: id.map(|i| i.ifindex),
+                napi_id: id.map(|i| i.napi_id).filter(|n| *n != 0),
+                napi,
+                drops_total: cov.drops.then(|| drops.iter().map(|d| d.count).sum()),
+                drops,
+            }
+        })
+        .collect()
+}
+
+/// One step of the timeline: per device of `netdevs`, what moved between two samples.
+pub fn timeline_step(
+    t: f64,
+    earlier: &RawSample,
+    later: &RawSample,
+    netdevs: &[u64],
+) -> TimelineStep {
+    let zero = RawPool::default();
+    let devices = netdevs
+        .iter()
+        .map(|&netdev| {
+            let mut step = DeviceStep {
+                netdev,
+                ifname: later.devices.get(&netdev).and_then(device_name),
+                ..Default::default()
+            };
+            for (addr, now) in &later.pools {
+                let Some(id) = &now.identity else { continue };
+                if id.netdev != netdev {
+                    continue;
+                }
+                if step.ifname.is_none() {
+                    step.ifname = c_name(&id.ifname);
+                }
+                let before = earlier.pools.get(addr).unwrap_or(&zero);
+                let d = delta(&now.counters, &before.counters);
+                step.allocs += d.alloc_calls;
+                step.slow += d.slow_calls + d.mp_alloc_calls;
+                step.ring_full += d.put_released + d.bulk_released;
+                step.pages_in += d.hold_pages;
+                step.pages_out += d.release_pages;
+            }
+            let n = napi_delta(earlier, later, netdev);
+            step.napi_polls = n.polls;
+            step.napi_full_budget = n.full_budget;
+            step.drops = drops_delta(earlier, later, netdev)
+                .iter()
+                .map(|(_, c)| c)
+                .sum();
+            step
+        })
+        .collect();
+    TimelineStep { t, devices }
+}
+
+/// The net_devices of every pool in a sample (for timeline steps).
+pub fn pool_netdevs(sample: &RawSample) -> Vec<u64> {
+    let mut v: Vec<u64> = sample
+        .pools
+        .values()
+        .filter_map(|p| p.identity.map(|i| i.netdev))
+        .filter(|d| *d != 0)
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// Keeps, in each step, the devices of the report, and only steps where anything moved.
+pub fn keep_steps_of(steps: Vec<TimelineStep>, devices: &[DeviceView]) -> Vec<TimelineStep> {
+    let wanted: Vec<u64> = devices.iter().map(|d| d.netdev).collect();
+    steps
+        .into_iter()
+        .map(|mut s| {
+            s.devices.retain(|d| {
+                wanted.contains(&d.netdev)
+                    && (d.allocs
+                        + d.slow
+                        + d.ring_full
+                        + d.pages_in
+                        + d.pages_out
+                        + d.napi_polls
+                        + d.drops)
+                        > 0
+            });
+            s
+        })
+        .filter(|s| !s.devices.is_empty())
+        .collect()
+}
+
+/// Names drop reasons from the kernel's `enum skb_drop_reason`.
+pub fn name_drop_reasons(snap: &mut Snapshot, names: &HashMap<u32, String>) {
+    for d in &mut snap.devices {
+        for drop in &mut d.drops {
+            drop.reason_name = names
+                .get(&drop.reason)
+                .map(|n| n.trim_start_matches("SKB_DROP_REASON_").to_string());
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! Two samples → the snapshot of everything that moved between them.
+use ppscope_common::{site_stat, PoolCounters};
+
+use super::{
+    counters::{delta, delta_site},
+    devices::{device_views, unique_netdevs},
+    pools::{apply_state, pool_view},
+    ratio, RawPool, RawSample, SourceFacts,
+};
+use crate::snapshot::{
+    DevmemView, GveQueueView, GveView, OverheadView, PoolView, SiteView, Snapshot,
+};
+
+/// Everything that moved between two samples, busiest pools first.
+pub fn snapshot(facts: &SourceFacts, earlier: &RawSample, later: &RawSample) -> Snapshot {
+    let cov = &facts.coverage;
+    let zero = RawPool::default();
+    let mut pools: Vec<PoolView> = later
+        .pools
+        .iter()
+        .filter_map(|(addr, now)| {
+            let before = earlier.pools.get(addr).unwrap_or(&zero);
+            let d = delta(&now.counters, &before.counters);
+            (d != PoolCounters::default()).then(|| {
+                let id = now.identity.as_ref().or(before.identity.as_ref());
+                let mut view = pool_view(*addr, &d, id, cov);
+                view.gve_queue = now.gve_queue.or(before.gve_queue);
+                if let Some(st) = now.state {
+                    apply_state(&mut view, &st, facts.page_size);
+                }
+                view
+            })
+        })
+        .collect();
+    pools.sort_by(|a, b| b.activity().cmp(&a.activity()).then(a.pool.cmp(&b.pool)));
+    let netdevs: Vec<u64> = unique_netdevs(&pools);
+    let mut devices = device_views(earlier, later, &netdevs, cov);
+    for d in devices.iter_mut().filter(|d| d.ifname.is_none()) {
+        // No NAPI or drop record named it: its pools know the name.
+        d.ifname = pools
+            .iter()
+            .find(|p| p.netdev == d.netdev)
+            .and_then(|p| p.ifname.clone());
+    }
+
+    let site = |i: u32, on: bool, has_value: bool| {
+        on.then(|| {
+            let i = i as usize;
+            SiteView::from_stats(&delta_site(&later.sites[i], &earlier.sites[i]), has_value)
+        })
+    };
+    let devmem = (cov.dontneed || cov.devmem_free || cov.provider_alloc).then(|| DevmemView {
+        dontneed: site(site_stat::DONTNEED, cov.dontneed, true),
+        free: site(site_stat::DEVMEM_FREE, cov.devmem_free, false),
+        provider_alloc: site(site_stat::PROVIDER_ALLOC, cov.provider_alloc, false),
+    });
+    let gve = (cov.gve_alloc || cov.gve_poll).then(|| {
+        let mut queues: Vec<GveQueueView> = later
+            .gve_poll
+            .iter()
+            .map(|(q, now)| {
+                let before = earlier.gve_poll.get(q).copied().unwrap_or_default();
+                GveQueueView {
+                    queue: *q,
+                    poll: SiteView::from_stats(&delta_site(now, &before), true),
+                }
+            })
+            .filter(|q| q.poll.calls > 0)
+            .collect();
+        queues.sort_by_key(|q| q.queue);
+        GveView {
+            alloc: site(site_stat::GVE_ALLOC, cov.gve_alloc, false),
+            queues,
+        }
+    });
+    let duration = later.at.duration_since(earlier.at).as_secs_f64();
+    let overhead = match (earlier.runtime, later.runtime) {
+        (Some(a), Some(b)) => {
+            let runs = b.runs.saturating_sub(a.runs);
+            let run_ns = b.run_ns.saturating_sub(a.run_ns);
+            Some(OverheadView {
+                runs,
+                run_ns,
+                ns_per_run: ratio(run_ns, runs),
+                cpu_share: if duration > 0.0 {
+                    run_ns as f64 / 1e9 / duration
+                } else {
+                    0.0
+                },
+            })
+        }
+        _ => None,
+    };
+    Snapshot {
+        kernel: facts.kernel.clone(),
+        duration_seconds: duration,
+        pools,
+        devmem,
+        gve,
+        page_return: site(site_stat::PAGE_RETURN, cov.page_return, false),
+        overhead,
+        kernel_source: None,
+        devices,
+        timeline: Vec::new(),
+        backends: facts
+            .hooks
+            .iter()
+            .map(|h| (h.hook.to_string(), h.clone()))
+            .collect(),
+    }
+}

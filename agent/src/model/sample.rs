@@ -1,0 +1,103 @@
+//! The model's input: cumulative counters of every pool and site at one instant, as the probes
+//! (or a recording, or a simulation) give them, and which hooks fed them.
+use std::{collections::HashMap, time::Instant};
+
+use ppscope_common::{
+    site_stat, DeviceIdentity, DropKey, NapiCounters, PoolCounters, PoolIdentity, PoolState,
+    SiteStats,
+};
+use serde::Serialize;
+
+use crate::snapshot::HookStatus;
+
+/// Which hooks feed the counters, so that a count nobody measured is shown as unknown, not 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Coverage {
+    pub alloc: bool,
+    pub refill: bool,
+    pub slow: bool,
+    pub recycle: bool,
+    pub recycle_bulk: bool,
+    pub hold: bool,
+    pub release: bool,
+    /// The alloc cache's layout is known (needed to see direct recycling).
+    pub cache_layout: bool,
+    pub provider_alloc: bool,
+    pub dontneed: bool,
+    pub devmem_free: bool,
+    pub gve_alloc: bool,
+    pub gve_poll: bool,
+    pub napi: bool,
+    pub drops: bool,
+    pub page_return: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RawPool {
+    pub counters: PoolCounters,
+    pub identity: Option<PoolIdentity>,
+    /// The gve rx queue this pool serves, when gve's pool creation was seen.
+    pub gve_queue: Option<u32>,
+    /// Ring fill and inflight pages as of the pool's last rare event.
+    pub state: Option<PoolState>,
+}
+
+/// Cumulative run time and run count of ppscope's own programs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProgramRuntime {
+    pub run_ns: u64,
+    pub runs: u64,
+}
+
+/// Cumulative counters of every pool at one instant.
+#[derive(Debug, Clone)]
+pub struct RawSample {
+    pub at: Instant,
+    pub pools: HashMap<u64, RawPool>,
+    /// Whole-site stats, indexed by `site_stat::*`.
+    pub sites: [SiteStats; site_stat::COUNT as usize],
+    /// gve NAPI poll per rx queue.
+    pub gve_poll: HashMap<u32, SiteStats>,
+    /// NAPI polls per NAPI instance, and the device of each instance.
+    pub napi: HashMap<u64, NapiCounters>,
+    pub napi_devices: HashMap<u64, u64>,
+    /// Devices seen by the NAPI and drop hooks, by net_device address.
+    pub devices: HashMap<u64, DeviceIdentity>,
+    /// Drops per (device, reason).
+    pub drops: HashMap<DropKey, u64>,
+    /// None when BPF run-time statistics could not be switched on.
+    pub runtime: Option<ProgramRuntime>,
+}
+
+impl RawSample {
+    pub fn empty(at: Instant) -> Self {
+        Self {
+            at,
+            pools: HashMap::new(),
+            sites: [SiteStats::default(); site_stat::COUNT as usize],
+            gve_poll: HashMap::new(),
+            napi: HashMap::new(),
+            napi_devices: HashMap::new(),
+            devices: HashMap::new(),
+            drops: HashMap::new(),
+            runtime: None,
+        }
+    }
+}
+
+/// What a source knows of the kernel it samples, beside the samples themselves: the same for
+/// every sample of a run, and carried in a recording's header so that a replay on another
+/// host reads the numbers as the recorded host meant them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SourceFacts {
+    /// The kernel release (or what a simulation calls itself).
+    pub kernel: String,
+    /// Bytes per page on the sampled host (inflight bytes, ring memory in the advice).
+    pub page_size: u64,
+    /// Which hooks fed the counters.
+    pub coverage: Coverage,
+    /// Per hook: the backend that served it, or why none did.
+    pub hooks: Vec<HookStatus>,
+    /// `enum skb_drop_reason` names by value.
+    pub drop_reasons: HashMap<u32, String>,
+}

@@ -1,0 +1,232 @@
+use std::time::Instant;
+
+use ppscope_common::{PoolCounters, PoolIdentity, LATENCY_BUCKETS};
+
+use super::*;
+use crate::snapshot::*;
+
+const ALL: Coverage = Coverage {
+    alloc: true,
+    refill: true,
+    slow: true,
+    recycle: true,
+    recycle_bulk: true,
+    hold: true,
+    release: true,
+    cache_layout: true,
+    provider_alloc: true,
+    dontneed: true,
+    devmem_free: true,
+    gve_alloc: true,
+    gve_poll: true,
+    napi: true,
+    drops: true,
+    page_return: true,
+};
+
+fn counters() -> PoolCounters {
+    PoolCounters {
+        alloc_calls: 1000,
+        refill_calls: 30,
+        refill_empty: 5,
+        refill_pages: 25 * 64,
+        slow_calls: 5,
+        put_calls: 990,
+        put_cached: 600,
+        put_released: 40,
+        bulk_pages: 10,
+        bulk_released: 2,
+        hold_pages: 320,
+        release_pages: 42,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn allocation_split_matches_kernel_definitions() {
+    let v = pool_view(1, &counters(), None, &ALL);
+    // 30 refills, 5 found the ring empty → 25 allocations served by the ring.
+    assert_eq!(v.alloc.ring, Some(25));
+    assert_eq!(v.alloc.slow, Some(5));
+    assert_eq!(v.alloc.cache, Some(1000 - 25 - 5));
+    assert_eq!(v.alloc.ring_empty, Some(5));
+    assert_eq!(v.ring_hit_rate, Some(25.0 / 30.0));
+    assert_eq!(v.fast_path_rate, Some(995.0 / 1000.0));
+}
+
+#[test]
+fn recycle_split_adds_up() {
+    let v = pool_view(1, &counters(), None, &ALL);
+    assert_eq!(v.recycle.cached, Some(600));
+    assert_eq!(v.recycle.ring_full, Some(42));
+    assert_eq!(v.recycle.total, Some(1000));
+    assert_eq!(v.recycle.ring, Some(1000 - 600 - 42));
+    assert_eq!(v.pages.allocated, Some(320));
+    assert_eq!(v.pages.released, Some(42));
+}
+
+#[test]
+fn unmeasured_counts_are_unknown_not_zero() {
+    // The restricted host: only the page_pool tracepoints.
+    let cov = Coverage {
+        hold: true,
+        release: true,
+        ..Default::default()
+    };
+    let v = pool_view(1, &counters(), None, &cov);
+    assert_eq!(v.alloc, AllocSplit::default());
+    assert_eq!(v.recycle, RecycleSplit::default());
+    assert_eq!(v.ring_hit_rate, None);
+    assert_eq!(v.fast_path_rate, None);
+    assert_eq!(v.pages.allocated, Some(320));
+    let json = serde_json::to_value(&v).unwrap();
+    assert!(json["alloc"]["cache"].is_null());
+    assert!(json["ifname"].is_null());
+}
+
+#[test]
+fn identity_fields_only_when_read() {
+    let mut id = PoolIdentity::EMPTY;
+    id.ifname[..5].copy_from_slice(b"vnet1");
+    id.known = PoolIdentity::KNOWN_IFNAME | PoolIdentity::KNOWN_POOL_SIZE;
+    id.pool_size = 256;
+    id.queue_idx = 7; // not marked known
+    let v = pool_view(0xffff_8880_0000_1000, &counters(), Some(&id), &ALL);
+    assert_eq!(v.ifname.as_deref(), Some("vnet1"));
+    assert_eq!(v.pool_size, Some(256));
+    assert_eq!(v.queue, None);
+    assert_eq!(v.label(), "vnet1");
+    let anon = pool_view(0xffff_8880_0000_1000, &counters(), None, &ALL);
+    assert_eq!(anon.label(), "0xffff888000001000");
+}
+
+#[test]
+fn an_alloc_hook_that_misses_calls_leaves_the_cache_share_unknown() {
+    let c = PoolCounters {
+        alloc_calls: 4,
+        refill_calls: 2391,
+        slow_calls: 4,
+        ..Default::default()
+    };
+    let v = pool_view(1, &c, None, &ALL);
+    assert_eq!(v.alloc.cache, None);
+    assert_eq!(v.alloc.total, None);
+    assert_eq!(v.alloc.ring, Some(2391));
+    assert_eq!(v.fast_path_rate, None);
+    assert!(
+        v.ring_hit_rate.is_some(),
+        "refills and slow paths are still exact"
+    );
+}
+
+#[test]
+fn burst_profile_distributions() {
+    let mut c = counters();
+    c.full_run_hist[3] = 9; // runs of 8..15 pages
+    c.full_run_hist[7] = 1; // one run of 128..255
+    c.fill_hist[8] = 4;
+    let v = pool_view(1, &c, None, &ALL);
+    let runs = v.bursts.ring_full_runs.unwrap();
+    assert_eq!(
+        (runs.samples, runs.p50, runs.p99, runs.max),
+        (10, 16, 256, 256)
+    );
+    assert_eq!(v.bursts.ring_fill.unwrap().max, 512);
+    assert_eq!(v.bursts.empty_ring_runs, None, "no empty-ring run seen");
+    let mut a = PoolCounters {
+        full_run: 5,
+        ..Default::default()
+    };
+    let b = PoolCounters {
+        full_run: 3,
+        ..Default::default()
+    };
+    accumulate(&mut a, &b);
+    assert_eq!(
+        a.full_run, 5,
+        "a run in progress is per-CPU state, not a sum"
+    );
+}
+
+#[test]
+fn no_division_by_zero() {
+    let v = pool_view(1, &PoolCounters::default(), None, &ALL);
+    assert_eq!(v.ring_hit_rate, None);
+    assert_eq!(v.fast_path_rate, None);
+    assert_eq!(v.slow_path_latency, None);
+}
+
+#[test]
+fn delta_and_accumulate() {
+    let mut a = counters();
+    accumulate(&mut a, &counters());
+    assert_eq!(a.alloc_calls, 2000);
+    let d = delta(&a, &counters());
+    assert_eq!(d, counters());
+    // A pool evicted and re-seen restarts instead of wrapping.
+    let d = delta(&counters(), &a);
+    assert_eq!(d.alloc_calls, 1000);
+}
+
+#[test]
+fn percentiles_from_log2_buckets() {
+    let mut b = [0u64; LATENCY_BUCKETS];
+    b[10] = 98; // [1024, 2048) ns
+    b[14] = 1; // [16384, 32768)
+    b[20] = 1; // [1 Mi, 2 Mi)
+    let l = Latency::from_log2(&b, 12345).unwrap();
+    assert_eq!(l.count, 100);
+    assert_eq!(l.p50_ns, 2048);
+    assert_eq!(l.p99_ns, 32768);
+    assert_eq!(l.max_ns, 2 << 20);
+    assert_eq!(l.buckets.len(), 21);
+    // One sample: every quantile is its bucket.
+    let mut one = [0u64; LATENCY_BUCKETS];
+    one[0] = 1;
+    let l = Latency::from_log2(&one, 0).unwrap();
+    assert_eq!((l.p50_ns, l.p99_ns, l.max_ns), (2, 2, 2));
+    assert_eq!(Latency::from_log2(&[0; LATENCY_BUCKETS], 0), None);
+}
+
+#[test]
+fn snapshot_keeps_moving_pools_busiest_first() {
+    let t0 = Instant::now();
+    let mut before = RawSample::empty(t0);
+    before.pools.insert(
+        1,
+        RawPool {
+            counters: counters(),
+            identity: None,
+            ..Default::default()
+        },
+    );
+    before.pools.insert(
+        2,
+        RawPool {
+            counters: counters(),
+            identity: None,
+            ..Default::default()
+        },
+    );
+    let mut after = before.clone();
+    after.at = t0 + std::time::Duration::from_secs(2);
+    // Pool 1 idle, pool 2 moved, pool 3 appeared.
+    after.pools.get_mut(&2).unwrap().counters.alloc_calls += 10;
+    let small = PoolCounters {
+        hold_pages: 3,
+        ..Default::default()
+    };
+    after.pools.insert(
+        3,
+        RawPool {
+            counters: small,
+            identity: None,
+            ..Default::default()
+        },
+    );
+    let s = snapshot(&crate::testing::facts("k", ALL), &before, &after);
+    let names: Vec<_> = s.pools.iter().map(|p| p.pool.clone()).collect();
+    assert_eq!(names, vec!["0x2", "0x3"]);
+    assert_eq!(s.pools[0].alloc.total, Some(10));
+    assert_eq!(s.duration_seconds, 2.0);
+}

@@ -1,0 +1,358 @@
+//! The hook table: every hook ppscope attaches, each with its candidates per backend
+//! (kprobe symbols across kernel versions, fentry/fexit programs, a tracepoint), the module it
+//! lives in and what is lost without it. One row here per file in `ebpf/src/hooks/`; the
+//! program names are the functions there (`cargo test -p ppscope-agent hook_table` checks every
+//! one is in the built object).
+use crate::snapshot::Group;
+
+pub(super) struct KprobeDef {
+    /// Alternatives across kernel versions, newest first.
+    pub(super) symbols: &'static [&'static str],
+    pub(super) entry: &'static str,
+    /// Another entry program for a symbol with this many parameters (from BTF): signatures
+    /// change across versions and a program reads its arguments by fixed position.
+    pub(super) entry_by_arity: Option<(usize, &'static str)>,
+    pub(super) exit: Option<&'static str>,
+    /// Attach to every symbol found (distinct providers), not just the first.
+    pub(super) all: bool,
+    /// Older exported wrappers around the first symbol. Where the compiler inlined the whole
+    /// function into one (6.12: `page_pool_alloc_pages` carries its own copy), calls through
+    /// it never reach the probed symbol, so it is probed too; where it is a thin wrapper that
+    /// calls the symbol, probing it would count every call twice, so it is left alone.
+    pub(super) wrappers: &'static [&'static str],
+}
+
+/// fentry/fexit programs of a hook. One program attaches to one function, so a hook that
+/// covers several functions names one program pair per function, in `KprobeDef::symbols`
+/// order (`pairs`), and one for its wrapper.
+pub(super) struct FentryDef {
+    pub(super) pairs: [(Option<&'static str>, Option<&'static str>); 2],
+    pub(super) entry_by_arity: Option<(usize, &'static str)>,
+    pub(super) wrapper_entry: Option<&'static str>,
+}
+
+pub(super) struct TracepointDef {
+    pub(super) category: &'static str,
+    pub(super) name: &'static str,
+    pub(super) prog: &'static str,
+}
+
+pub(super) struct HookDef {
+    pub(super) name: &'static str,
+    pub(super) group: Group,
+    /// What the user loses when this hook is missing.
+    pub(super) loses: &'static str,
+    pub(super) kprobe: Option<KprobeDef>,
+    pub(super) fentry: Option<FentryDef>,
+    pub(super) tracepoint: Option<TracepointDef>,
+    /// The tracepoint is the exact source (it fires for memory providers too), so it goes first.
+    pub(super) tracepoint_first: bool,
+    /// The kernel module the functions live in, if not vmlinux.
+    pub(super) module: Option<&'static str>,
+}
+
+const fn kp(
+    symbols: &'static [&'static str],
+    entry: &'static str,
+    exit: Option<&'static str>,
+) -> Option<KprobeDef> {
+    Some(KprobeDef {
+        symbols,
+        entry,
+        entry_by_arity: None,
+        exit,
+        all: false,
+        wrappers: &[],
+    })
+}
+
+const fn fe(entry: Option<&'static str>, exit: Option<&'static str>) -> Option<FentryDef> {
+    Some(FentryDef {
+        pairs: [(entry, exit), (None, None)],
+        entry_by_arity: None,
+        wrapper_entry: None,
+    })
+}
+
+const fn hook(name: &'static str, group: Group, loses: &'static str) -> HookDef {
+    HookDef {
+        name,
+        group,
+        loses,
+        kprobe: None,
+        fentry: None,
+        tracepoint: None,
+        tracepoint_first: false,
+        module: None,
+    }
+}
+
+pub(super) const HOOKS: &[HookDef] = &[
+    HookDef {
+        kprobe: Some(KprobeDef {
+            symbols: &["page_pool_alloc_netmems", "page_pool_alloc_netmem"],
+            entry: "pp_alloc",
+            entry_by_arity: None,
+            exit: None,
+            all: false,
+            wrappers: &["page_pool_alloc_pages"],
+        }),
+        fentry: Some(FentryDef {
+            pairs: [(Some("fe_alloc"), None), (None, None)],
+            entry_by_arity: None,
+            wrapper_entry: Some("fe_alloc_wrapper"),
+        }),
+        ..hook(
+            "alloc",
+            Group::PagePool,
+            "allocation counts, so the cache share and fast-path rate",
+        )
+    },
+    HookDef {
+        kprobe: kp(
+            &["page_pool_alloc_frag_netmem", "page_pool_alloc_frag"],
+            "pp_alloc_frag",
+            None,
+        ),
+        fentry: fe(Some("fe_alloc_frag"), None),
+        ..hook("alloc_frag", Group::PagePool, "fragment allocation counts")
+    },
+    HookDef {
+        kprobe: kp(
+            &["page_pool_refill_alloc_cache"],
+            "pp_refill_entry",
+            Some("pp_refill_exit"),
+        ),
+        fentry: fe(None, Some("fx_refill")),
+        ..hook(
+            "refill",
+            Group::PagePool,
+            "ring refills and empty-ring misses, so the ring hit rate",
+        )
+    },
+    HookDef {
+        kprobe: kp(
+            &[
+                "__page_pool_alloc_netmems_slow",
+                "__page_pool_alloc_pages_slow",
+            ],
+            "pp_slow_entry",
+            Some("pp_slow_exit"),
+        ),
+        fentry: fe(Some("fe_slow_entry"), Some("fx_slow_exit")),
+        ..hook(
+            "slow_path",
+            Group::PagePool,
+            "slow-path calls and their latency",
+        )
+    },
+    HookDef {
+        kprobe: Some(KprobeDef {
+            symbols: &["mp_dmabuf_devmem_alloc_netmems", "io_pp_zc_alloc_netmems"],
+            entry: "pp_mp_entry",
+            entry_by_arity: None,
+            exit: Some("pp_mp_exit"),
+            all: true,
+            wrappers: &[],
+        }),
+        fentry: Some(FentryDef {
+            pairs: [
+                (Some("fe_mp_entry"), Some("fx_mp_exit")),
+                (Some("fe_mp_entry_2"), Some("fx_mp_exit_2")),
+            ],
+            entry_by_arity: None,
+            wrapper_entry: None,
+        }),
+        ..hook(
+            "provider_alloc",
+            Group::Devmem,
+            "memory-provider (devmem gen_pool, io_uring zcrx) allocations and their latency",
+        )
+    },
+    HookDef {
+        kprobe: kp(
+            &[
+                "page_pool_put_unrefed_netmem",
+                "page_pool_put_defragged_page",
+            ],
+            "pp_put_entry",
+            Some("pp_put_exit"),
+        ),
+        fentry: fe(Some("fe_put_entry"), Some("fx_put_exit")),
+        ..hook(
+            "recycle",
+            Group::PagePool,
+            "single-page recycles, so the cached/ring/ring_full split",
+        )
+    },
+    HookDef {
+        // Before 6.14 the bulk free took the pool as its first argument: its own program.
+        kprobe: Some(KprobeDef {
+            symbols: &["page_pool_put_netmem_bulk", "page_pool_put_page_bulk"],
+            entry: "pp_bulk_entry",
+            entry_by_arity: Some((3, "pp_bulk_entry_pool")),
+            exit: Some("pp_bulk_exit"),
+            all: false,
+            wrappers: &[],
+        }),
+        fentry: Some(FentryDef {
+            pairs: [(Some("fe_bulk_entry"), Some("fx_bulk_exit")), (None, None)],
+            entry_by_arity: Some((3, "fe_bulk_entry_pool")),
+            wrapper_entry: None,
+        }),
+        ..hook(
+            "recycle_bulk",
+            Group::PagePool,
+            "bulk recycles (XDP redirect/TX completion)",
+        )
+    },
+    HookDef {
+        // Called once per page the slow path brings in; memory providers may bypass it,
+        // which is why the tracepoint goes first.
+        kprobe: kp(&["page_pool_set_pp_info"], "pp_hold", None),
+        fentry: fe(Some("fe_hold"), None),
+        tracepoint: Some(TracepointDef {
+            category: "page_pool",
+            name: "page_pool_state_hold",
+            prog: "tp_state_hold",
+        }),
+        tracepoint_first: true,
+        ..hook(
+            "page_hold",
+            Group::PagePool,
+            "pages entering the pool from the page allocator or provider",
+        )
+    },
+    HookDef {
+        kprobe: kp(
+            &["page_pool_return_netmem", "page_pool_return_page"],
+            "pp_release",
+            None,
+        ),
+        fentry: fe(Some("fe_release"), None),
+        tracepoint: Some(TracepointDef {
+            category: "page_pool",
+            name: "page_pool_state_release",
+            prog: "tp_state_release",
+        }),
+        tracepoint_first: true,
+        ..hook(
+            "page_release",
+            Group::PagePool,
+            "pages leaving the pool, so ring_full",
+        )
+    },
+    HookDef {
+        tracepoint: Some(TracepointDef {
+            category: "napi",
+            name: "napi_poll",
+            prog: "tp_napi_poll",
+        }),
+        ..hook(
+            "napi_poll",
+            Group::Chain,
+            "NAPI work per poll and polls that used their whole budget",
+        )
+    },
+    HookDef {
+        tracepoint: Some(TracepointDef {
+            category: "skb",
+            name: "kfree_skb",
+            prog: "tp_kfree_skb",
+        }),
+        ..hook("drops", Group::Chain, "packet drops by device and reason")
+    },
+    HookDef {
+        kprobe: kp(
+            &["page_pool_return_netmem", "page_pool_return_page"],
+            "pp_return_entry",
+            Some("pp_return_exit"),
+        ),
+        fentry: fe(Some("fe_return_entry"), Some("fx_return_exit")),
+        ..hook(
+            "page_return",
+            Group::PagePool,
+            "how long a page takes to leave its pool (unmap and free, or back to a provider)",
+        )
+    },
+    HookDef {
+        kprobe: kp(
+            &["sock_devmem_dontneed", "sock_devmem_dontneed_autorelease"],
+            "dm_dontneed_entry",
+            Some("dm_dontneed_exit"),
+        ),
+        fentry: fe(Some("fe_dontneed_entry"), Some("fx_dontneed_exit")),
+        ..hook(
+            "devmem_dontneed",
+            Group::Devmem,
+            "SO_DEVMEM_DONTNEED latency and frags freed per call",
+        )
+    },
+    HookDef {
+        kprobe: kp(
+            &["net_devmem_free_dmabuf"],
+            "dm_free_entry",
+            Some("dm_free_exit"),
+        ),
+        fentry: fe(Some("fe_devmem_free_entry"), Some("fx_devmem_free_exit")),
+        ..hook(
+            "devmem_free",
+            Group::Devmem,
+            "the cost of returning a devmem buffer to its dmabuf (the ring-full path)",
+        )
+    },
+    HookDef {
+        kprobe: kp(
+            &["gve_alloc_buffer"],
+            "gve_alloc_entry",
+            Some("gve_alloc_exit"),
+        ),
+        module: Some("gve"),
+        ..hook("gve_alloc", Group::Gve, "gve buffer allocation latency")
+    },
+    HookDef {
+        kprobe: kp(
+            &["gve_rx_poll_dqo"],
+            "gve_poll_entry",
+            Some("gve_poll_exit"),
+        ),
+        module: Some("gve"),
+        ..hook(
+            "gve_rx_poll",
+            Group::Gve,
+            "gve NAPI poll time and work per rx queue",
+        )
+    },
+    HookDef {
+        kprobe: kp(
+            &["gve_rx_create_page_pool"],
+            "gve_create_entry",
+            Some("gve_create_exit"),
+        ),
+        module: Some("gve"),
+        ..hook(
+            "gve_pool_queue",
+            Group::Gve,
+            "which gve rx queue each pool serves (pools created after start)",
+        )
+    },
+];
+
+/// Every program a hook's kprobe and fentry flavours may have attached.
+pub(super) fn programs_of(def: &HookDef) -> Vec<&'static str> {
+    let mut progs = Vec::new();
+    if let Some(k) = &def.kprobe {
+        progs.push(k.entry);
+        progs.extend(k.entry_by_arity.map(|(_, p)| p));
+        progs.extend(k.exit);
+    }
+    if let Some(f) = &def.fentry {
+        for (entry, exit) in f.pairs {
+            progs.extend(entry);
+            progs.extend(exit);
+        }
+        progs.extend(f.entry_by_arity.map(|(_, p)| p));
+        progs.extend(f.wrapper_entry);
+    }
+    progs
+}

@@ -1,0 +1,290 @@
+//! The live source's kernel side: which hook goes on which backend, attaching, reading maps.
+//!
+//! Every hook lists its attach candidates across kernel versions and backends. The backend
+//! is chosen per hook at run time by what the kernel accepts (fentry/fexit, then kprobes,
+//! then tracepoints); what could not attach is kept with its reason so the report and
+//! `doctor` can say exactly what is missing and why.
+//!
+//! - [`hooks`]: the table (one row per hook, one file per hook in `ebpf/src/hooks/`);
+//! - [`attach`]: trying a hook's backends in order;
+//! - [`modules`]: re-attaching hooks of kernel modules as they come and go;
+//! - [`read`]: the maps read into a [`crate::model::RawSample`].
+use std::{collections::HashMap, os::fd::OwnedFd, path::Path};
+
+use anyhow::{anyhow, Result};
+use aya::{Btf, Ebpf, EbpfLoader};
+use ppscope_common::ProbeConfig;
+
+mod attach;
+mod hooks;
+mod modules;
+mod read;
+
+use attach::{attach_hook, load_error, unload_all, Kernel};
+use hooks::{programs_of, HOOKS};
+use modules::{hooked_modules, loaded_modules, module_generation, ModuleGeneration};
+
+use crate::{
+    host::{
+        btf::{KernelBtf, ResolvedField, VMLINUX_BTF},
+        kernel::{self, Symbols},
+    },
+    model::{Coverage, SourceFacts},
+    snapshot::{Group, HookStatus},
+};
+
+/// The eBPF object built by `agent/build.rs` from `ebpf/`.
+pub static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(env!("PPSCOPE_EBPF_OBJECT"));
+
+/// `--backend`: let each hook take what works, or force one backend for all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum BackendChoice {
+    #[default]
+    Auto,
+    Fentry,
+    Kprobe,
+    Tracepoint,
+}
+
+pub struct ProbeOptions {
+    pub backend: BackendChoice,
+    /// Only count pools of the interface with this index (0: all).
+    pub only_ifindex: u32,
+    /// Fail unless every hook attached (except hooks of modules not loaded).
+    pub strict: bool,
+}
+
+/// The loaded programs. Dropping it detaches everything (fd-based links) and ends the
+/// scoped BPF run-time statistics.
+pub struct Probes {
+    ebpf: Ebpf,
+    /// The kernel, its page size, the hooks as attached and what they cover, drop-reason
+    /// names from BTF: what every snapshot and recording of this source carries.
+    pub facts: SourceFacts,
+    /// The kernel struct fields the programs read, as BTF resolved them (doctor).
+    pub fields: Vec<ResolvedField>,
+    /// Keeps `BPF_ENABLE_STATS` on for as long as we run; None when the kernel refused.
+    _stats: Option<OwnedFd>,
+    /// The backend asked for, to attach module hooks again (see [`Probes::refresh_modules`];
+    /// the kernel's symbols and BTF are read again then, not kept: tens of MB).
+    backend: BackendChoice,
+    /// Each hooked module as last seen (None: not loaded).
+    modules: HashMap<&'static str, Option<ModuleGeneration>>,
+    /// A module generation whose hooks could not be attached again because kallsyms or BTF
+    /// could not be read: tried again every refresh, reported once.
+    refresh_failed: HashMap<&'static str, Option<ModuleGeneration>>,
+}
+
+impl Probes {
+    /// Loads the programs and attaches every hook it can. Fails only when loading is
+    /// impossible or no hook at all attached; a partial plan is returned with its reasons.
+    pub fn start(opts: &ProbeOptions) -> Result<Self> {
+        if let Some(msg) = kernel::missing_privilege(kernel::effective_caps()) {
+            return Err(anyhow!(msg));
+        }
+        let btf = KernelBtf::load(Path::new(VMLINUX_BTF))?;
+        let (mut offsets, mut fields) = btf.kernel_offsets();
+        if let Ok(gve) = KernelBtf::load_module(&btf, "gve") {
+            let (o, f) = gve.gve_offsets();
+            offsets.gve_rx_q_num = o.0;
+            offsets.gve_block_rx = o.1;
+            fields.extend(f);
+        }
+        let drop_reasons: HashMap<u32, String> =
+            btf.enum_values("skb_drop_reason").into_iter().collect();
+        let config = ProbeConfig {
+            offsets,
+            only_ifindex: opts.only_ifindex,
+            skb_consumed_reason: drop_reasons
+                .iter()
+                .find(|(_, name)| name.as_str() == "SKB_CONSUMED")
+                .map_or(u32::MAX, |(v, _)| *v),
+        };
+        let mut ebpf = EbpfLoader::new()
+            .override_global("PPSCOPE_CONFIG", &config, true)
+            .load(EBPF_OBJECT)
+            .map_err(|e| load_error(&e))?;
+        let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
+
+        let kernel = Kernel {
+            symbols: Symbols::load()?,
+            btf,
+            aya_btf: Btf::from_sys_fs().ok(),
+        };
+        let mut hooks = Vec::new();
+        for def in HOOKS {
+            hooks.push(attach_hook(&mut ebpf, def, opts.backend, &kernel));
+        }
+        let core: Vec<&HookStatus> = hooks
+            .iter()
+            .filter(|h| h.group == Group::PagePool)
+            .collect();
+        if !core.iter().any(|h| h.attached()) {
+            let why: Vec<String> = core
+                .iter()
+                .filter_map(|h| h.reasons.first().map(|r| format!("{}: {r}", h.hook)))
+                .collect();
+            return Err(anyhow!(
+                "none of ppscope's page_pool hooks could be attached on this kernel ({})",
+                why.join("; ")
+            ));
+        }
+        if opts.strict {
+            let missing: Vec<String> = hooks
+                .iter()
+                .filter(|h| !h.attached() && !h.module_absent())
+                .map(|h| format!("{} ({})", h.hook, h.reasons.join("; ")))
+                .collect();
+            if !missing.is_empty() {
+                return Err(anyhow!(
+                    "--strict: {} hook(s) could not be attached: {}",
+                    missing.len(),
+                    missing.join(", ")
+                ));
+            }
+        }
+        let on = |name: &str| hooks.iter().any(|h| h.hook == name && h.attached());
+        let coverage = Coverage {
+            alloc: on("alloc"),
+            refill: on("refill"),
+            slow: on("slow_path"),
+            recycle: on("recycle"),
+            recycle_bulk: on("recycle_bulk"),
+            hold: on("page_hold"),
+            release: on("page_release"),
+            cache_layout: config.offsets.pool_alloc_count != ppscope_common::OFFSET_UNKNOWN
+                && config.offsets.pool_alloc_cache != ppscope_common::OFFSET_UNKNOWN,
+            provider_alloc: on("provider_alloc"),
+            dontneed: on("devmem_dontneed"),
+            devmem_free: on("devmem_free"),
+            gve_alloc: on("gve_alloc"),
+            gve_poll: on("gve_rx_poll"),
+            napi: on("napi_poll"),
+            page_return: on("page_return"),
+            drops: on("drops"),
+        };
+        let loaded = loaded_modules();
+        let modules = hooked_modules()
+            .map(|m| (m, loaded.get(m).map(|addr| module_generation(m, *addr))))
+            .collect();
+        Ok(Self {
+            ebpf,
+            facts: SourceFacts {
+                kernel: kernel::release(),
+                page_size: kernel::page_size(),
+                coverage,
+                hooks,
+                drop_reasons,
+            },
+            fields,
+            _stats: stats,
+            backend: opts.backend,
+            modules,
+            refresh_failed: HashMap::new(),
+        })
+    }
+
+    /// Follows the kernel modules ppscope hooks (gve) as they come and go while it runs: a
+    /// module loaded, unloaded or reloaded (a new sysfs node) since the last call gets its
+    /// hooks detached and attached again against the new symbols, or marked "module not
+    /// loaded". A kprobe on an unloaded module's function is gone for good in the kernel, so
+    /// without this the hooks would stay silent after `rmmod`/`insmod`. Cheap when nothing
+    /// changed (one read of /proc/modules). Returns one line per module that changed.
+    pub fn refresh_modules(&mut self) -> Vec<String> {
+        let loaded = loaded_modules();
+        let mut changes = Vec::new();
+        for module in hooked_modules() {
+            let now = loaded.get(module).map(|a| module_generation(module, *a));
+            let before = self.modules.get(module).copied().flatten();
+            if now == before {
+                continue;
+            }
+            let kernel = match (Symbols::load(), KernelBtf::load(Path::new(VMLINUX_BTF))) {
+                (Ok(symbols), Ok(btf)) => Kernel {
+                    symbols,
+                    btf,
+                    aya_btf: Btf::from_sys_fs().ok(),
+                },
+                (Err(e), _) | (_, Err(e)) => {
+                    // Not recorded as seen: the next refresh tries again.
+                    if self.refresh_failed.insert(module, now) != Some(now) {
+                        changes.push(format!(
+                            "{module} changed but kallsyms/BTF cannot be read again (trying again each interval): {e:#}"
+                        ));
+                    }
+                    continue;
+                }
+            };
+            self.modules.insert(module, now);
+            self.refresh_failed.remove(module);
+            let mut attached = 0;
+            let mut total = 0;
+            for (i, def) in HOOKS.iter().enumerate() {
+                if def.module != Some(module) {
+                    continue;
+                }
+                unload_all(&mut self.ebpf, &programs_of(def));
+                let hooks = &mut self.facts.hooks;
+                hooks[i] = attach_hook(&mut self.ebpf, def, self.backend, &kernel);
+                total += 1;
+                attached += usize::from(hooks[i].attached());
+            }
+            let on = |name: &str| {
+                self.facts
+                    .hooks
+                    .iter()
+                    .any(|h| h.hook == name && h.attached())
+            };
+            self.facts.coverage.gve_alloc = on("gve_alloc");
+            self.facts.coverage.gve_poll = on("gve_rx_poll");
+            changes.push(match (before, now) {
+                (_, None) => format!("{module} unloaded: its {total} hook(s) wait for it"),
+                (None, Some(_)) => {
+                    format!("{module} loaded: {attached}/{total} of its hooks attached")
+                }
+                (Some(_), Some(_)) => {
+                    format!("{module} reloaded: {attached}/{total} of its hooks attached again")
+                }
+            });
+        }
+        changes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{hooks::*, modules::*};
+
+    #[test]
+    fn modules_are_read_from_proc_modules_live_ones_only() {
+        let text = "gve 135168 0 - Live 0xffffffffc0a00000\n\
+                    veth 45056 0 - Loading 0xffffffffc0900000\n\
+                    virtio_net 81920 0 - Live 0x0000000000000000 (E)\n\
+                    broken line\n";
+        let m = parse_modules(text);
+        assert_eq!(m.get("gve"), Some(&0xffff_ffff_c0a0_0000));
+        assert_eq!(
+            m.get("veth"),
+            None,
+            "still loading: no symbols to attach to"
+        );
+        assert_eq!(
+            m.get("virtio_net"),
+            Some(&0),
+            "address hidden, still loaded"
+        );
+        assert_eq!(m.len(), 2);
+    }
+
+    #[test]
+    fn module_hooks_name_their_programs() {
+        assert_eq!(hooked_modules().collect::<Vec<_>>(), vec!["gve"]);
+        for def in HOOKS.iter().filter(|d| d.module.is_some()) {
+            let progs = programs_of(def);
+            assert!(!progs.is_empty(), "{}", def.name);
+            for p in progs {
+                assert!(p.starts_with("gve_"), "{} uses {p}", def.name);
+            }
+        }
+    }
+}

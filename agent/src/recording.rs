@@ -1,0 +1,419 @@
+//! Recordings: what the live source saw, written so it can be replayed later, elsewhere.
+//!
+//! A recording is self-describing and checked:
+//!
+//! ```text
+//! magic "PPSCOPE\x01" | u32 LE format version | frame | frame | ...
+//! frame = u32 LE payload length | u32 LE CRC-32 of the payload | payload (JSON)
+//! ```
+//!
+//! The first frame is the [`Header`] (kernel, hooks, coverage, drop-reason names); every
+//! other frame is one [`Frame`]: the cumulative counters of every pool and site at one
+//! instant. Readers refuse a file that is not a recording, a newer format, a checksum
+//! mismatch or a cut-off frame with one sentence each, and never panic on any input.
+use std::{
+    collections::HashMap,
+    fs::File,
+    io::{BufReader, BufWriter, Read, Write},
+    path::Path,
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context, Result};
+use ppscope_common::{
+    DeviceIdentity, DropKey, NapiCounters, PoolCounters, PoolIdentity, PoolState, SiteStats,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    host::kernel,
+    model::{Coverage, ProgramRuntime, RawPool, RawSample, SourceFacts},
+    snapshot::HookStatus,
+};
+
+pub const MAGIC: &[u8; 8] = b"PPSCOPE\x01";
+pub const FORMAT_VERSION: u32 = 1;
+/// No frame is larger than this; a bigger length field means a corrupt file.
+const MAX_FRAME: u32 = 256 << 20;
+
+/// What the recording was made on and with.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Header {
+    pub ppscope_version: String,
+    pub kernel: String,
+    /// Wall-clock start, milliseconds since the Unix epoch.
+    pub started_unix_ms: u64,
+    pub interval_ns: u64,
+    pub coverage: Coverage,
+    pub hooks: Vec<HookStatus>,
+    pub drop_reasons: HashMap<u32, String>,
+    /// Bytes per page on the recorded host. Absent from files of ppscope before it carried it:
+    /// those are read with this host's page size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_size: Option<u64>,
+}
+
+impl Header {
+    /// The header of a recording of `facts`, started now.
+    pub fn new(facts: &SourceFacts, interval: Duration) -> Self {
+        Self {
+            ppscope_version: env!("CARGO_PKG_VERSION").into(),
+            kernel: facts.kernel.clone(),
+            started_unix_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            interval_ns: interval.as_nanos() as u64,
+            coverage: facts.coverage,
+            hooks: facts.hooks.clone(),
+            drop_reasons: facts.drop_reasons.clone(),
+            page_size: Some(facts.page_size),
+        }
+    }
+
+    /// What the recorded source knew of its kernel, for the pipeline.
+    pub fn facts(&self) -> SourceFacts {
+        SourceFacts {
+            kernel: self.kernel.clone(),
+            page_size: self.page_size.unwrap_or_else(kernel::page_size),
+            coverage: self.coverage,
+            hooks: self.hooks.clone(),
+            drop_reasons: self.drop_reasons.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RecordedPool {
+    pub pool: u64,
+    pub counters: PoolCounters,
+    pub identity: Option<PoolIdentity>,
+    pub gve_queue: Option<u32>,
+    pub state: Option<PoolState>,
+}
+
+/// One sample: cumulative counters at `t_ns` after the recording started.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Frame {
+    pub t_ns: u64,
+    pub pools: Vec<RecordedPool>,
+    pub sites: Vec<SiteStats>,
+    pub gve_poll: Vec<(u32, SiteStats)>,
+    pub napi: Vec<(u64, NapiCounters)>,
+    pub napi_devices: Vec<(u64, u64)>,
+    pub devices: Vec<(u64, DeviceIdentity)>,
+    pub drops: Vec<(DropKey, u64)>,
+    pub runtime: Option<(u64, u64)>,
+}
+
+impl Frame {
+    pub fn from_sample(s: &RawSample, start: Instant) -> Self {
+        let mut pools: Vec<RecordedPool> = s
+            .pools
+            .iter()
+            .map(|(addr, p)| RecordedPool {
+                pool: *addr,
+                counters: p.counters,
+                identity: p.identity,
+                gve_queue: p.gve_queue,
+                state: p.state,
+            })
+            .collect();
+        pools.sort_by_key(|p| p.pool);
+        let sorted = |mut v: Vec<(u64, _)>| {
+            v.sort_by_key(|(k, _)| *k);
+            v
+        };
+        Self {
+            t_ns: s.at.saturating_duration_since(start).as_nanos() as u64,
+            pools,
+            sites: s.sites.to_vec(),
+            gve_poll: s.gve_poll.iter().map(|(k, v)| (*k, *v)).collect(),
+            napi: sorted(s.napi.iter().map(|(k, v)| (*k, *v)).collect()),
+            napi_devices: s.napi_devices.iter().map(|(k, v)| (*k, *v)).collect(),
+            devices: s.devices.iter().map(|(k, v)| (*k, *v)).collect(),
+            drops: s.drops.iter().map(|(k, v)| (*k, *v)).collect(),
+            runtime: s.runtime.map(|r| (r.run_ns, r.runs)),
+        }
+    }
+
+    /// The sample again, placed at `base + t_ns` on this process's clock.
+    pub fn to_sample(&self, base: Instant) -> RawSample {
+        let mut s = RawSample::empty(base + Duration::from_nanos(self.t_ns));
+        for p in &self.pools {
+            s.pools.insert(
+                p.pool,
+                RawPool {
+                    counters: p.counters,
+                    identity: p.identity,
+                    gve_queue: p.gve_queue,
+                    state: p.state,
+                },
+            );
+        }
+        for (slot, v) in s.sites.iter_mut().zip(&self.sites) {
+            *slot = *v;
+        }
+        s.gve_poll = self.gve_poll.iter().copied().collect();
+        s.napi = self.napi.iter().copied().collect();
+        s.napi_devices = self.napi_devices.iter().copied().collect();
+        s.devices = self.devices.iter().copied().collect();
+        s.drops = self.drops.iter().copied().collect();
+        s.runtime = self
+            .runtime
+            .map(|(run_ns, runs)| ProgramRuntime { run_ns, runs });
+        s
+    }
+}
+
+/// Writes a recording frame by frame, flushing each so a crash loses at most one frame.
+pub struct Writer {
+    out: BufWriter<File>,
+}
+
+fn write_frame(out: &mut impl Write, payload: &[u8]) -> Result<()> {
+    let len = u32::try_from(payload.len()).context("frame too large")?;
+    out.write_all(&len.to_le_bytes())?;
+    out.write_all(&crc32fast::hash(payload).to_le_bytes())?;
+    out.write_all(payload)?;
+    Ok(())
+}
+
+impl Writer {
+    pub fn create(path: &Path, header: &Header) -> Result<Self> {
+        let file =
+            File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+        let mut out = BufWriter::new(file);
+        out.write_all(MAGIC)?;
+        out.write_all(&FORMAT_VERSION.to_le_bytes())?;
+        write_frame(&mut out, &serde_json::to_vec(header)?)?;
+        out.flush()?;
+        Ok(Self { out })
+    }
+
+    pub fn append(&mut self, frame: &Frame) -> Result<()> {
+        write_frame(&mut self.out, &serde_json::to_vec(frame)?)?;
+        self.out.flush().context("cannot write the recording")?;
+        Ok(())
+    }
+}
+
+/// A recording read back.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    pub header: Header,
+    pub frames: Vec<Frame>,
+}
+
+impl Recording {
+    pub fn read(path: &Path) -> Result<Self> {
+        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let mut bytes = Vec::new();
+        BufReader::new(file)
+            .read_to_end(&mut bytes)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        Self::parse(&bytes).with_context(|| format!("{} is not a usable recording", path.display()))
+    }
+
+    pub fn parse(bytes: &[u8]) -> Result<Self> {
+        if bytes.len() < 12 || &bytes[..8] != MAGIC {
+            bail!("not a ppscope recording (no PPSCOPE magic at the start)");
+        }
+        let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+        if version > FORMAT_VERSION {
+            bail!(
+                "written by a newer ppscope (format v{version}); this one reads up to v{FORMAT_VERSION}"
+            );
+        }
+        if version == 0 {
+            bail!("corrupt: format version 0");
+        }
+        let mut rest = &bytes[12..];
+        let mut payloads = Vec::new();
+        let mut index = 0usize;
+        while !rest.is_empty() {
+            if rest.len() < 8 {
+                bail!("truncated: frame {index} is cut off in its length/checksum");
+            }
+            let len = u32::from_le_bytes(rest[..4].try_into().expect("4 bytes"));
+            let crc = u32::from_le_bytes(rest[4..8].try_into().expect("4 bytes"));
+            if len > MAX_FRAME {
+                bail!("corrupt: frame {index} claims {len} bytes");
+            }
+            let body = rest.get(8..8 + len as usize).with_context(|| {
+                format!(
+                    "truncated: frame {index} is cut off ({len} bytes announced, {} left)",
+                    rest.len() - 8
+                )
+            })?;
+            if crc32fast::hash(body) != crc {
+                bail!("corrupt: frame {index} fails its checksum");
+            }
+            payloads.push(body);
+            rest = &rest[8 + len as usize..];
+            index += 1;
+        }
+        let (first, frames) = payloads
+            .split_first()
+            .context("truncated: no header frame")?;
+        let header: Header =
+            serde_json::from_slice(first).context("corrupt: the header frame does not parse")?;
+        let frames = frames
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                serde_json::from_slice(f)
+                    .with_context(|| format!("corrupt: frame {} does not parse", i + 1))
+            })
+            .collect::<Result<Vec<Frame>>>()?;
+        if frames.len() < 2 {
+            bail!(
+                "the recording holds {} sample(s); a window needs at least 2",
+                frames.len()
+            );
+        }
+        Ok(Self { header, frames })
+    }
+
+    /// The recording's samples on this process's clock, first to last.
+    pub fn samples(&self) -> Vec<RawSample> {
+        let base = Instant::now();
+        self.frames.iter().map(|f| f.to_sample(base)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> Header {
+        Header {
+            ppscope_version: "test".into(),
+            kernel: "7.2.13".into(),
+            started_unix_ms: 1,
+            interval_ns: 10_000_000,
+            coverage: Coverage::default(),
+            hooks: Vec::new(),
+            drop_reasons: HashMap::from([(2, "NOT_SPECIFIED".into())]),
+            page_size: Some(4096),
+        }
+    }
+
+    fn sample(t: Instant, allocs: u64) -> RawSample {
+        let mut s = RawSample::empty(t);
+        let mut id = PoolIdentity::EMPTY;
+        id.ifname[..5].copy_from_slice(b"vnet1");
+        id.known = PoolIdentity::KNOWN_IFNAME;
+        s.pools.insert(
+            0xffff_8880_1234_0000,
+            RawPool {
+                counters: PoolCounters {
+                    alloc_calls: allocs,
+                    ..Default::default()
+                },
+                identity: Some(id),
+                ..Default::default()
+            },
+        );
+        s.drops.insert(
+            DropKey {
+                netdev: 7,
+                reason: 2,
+                _pad: 0,
+            },
+            allocs / 10,
+        );
+        s
+    }
+
+    fn recording_bytes(dir: &Path) -> Vec<u8> {
+        let path = dir.join("r.ppscope");
+        let t0 = Instant::now();
+        let mut w = Writer::create(&path, &header()).unwrap();
+        for i in 0..3u64 {
+            w.append(&Frame::from_sample(
+                &sample(t0 + Duration::from_millis(10 * i), 100 * i),
+                t0,
+            ))
+            .unwrap();
+        }
+        drop(w);
+        std::fs::read(&path).unwrap()
+    }
+
+    fn tempdir() -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "ppscope-rec-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn round_trip_keeps_every_sample() {
+        let bytes = recording_bytes(&tempdir());
+        let rec = Recording::parse(&bytes).unwrap();
+        assert_eq!(rec.header, header());
+        assert_eq!(rec.frames.len(), 3);
+        let samples = rec.samples();
+        assert_eq!(
+            samples[2].pools[&0xffff_8880_1234_0000]
+                .counters
+                .alloc_calls,
+            200
+        );
+        assert_eq!(
+            samples[2].at.duration_since(samples[0].at),
+            Duration::from_millis(20)
+        );
+        assert_eq!(samples[1].drops.values().sum::<u64>(), 10);
+    }
+
+    #[test]
+    fn bad_input_gets_one_sentence_never_a_panic() {
+        let good = recording_bytes(&tempdir());
+        let err = |b: &[u8]| format!("{:#}", Recording::parse(b).unwrap_err());
+        assert!(err(b"hello world, not a recording").contains("not a ppscope recording"));
+        let mut future = good.clone();
+        future[8..12].copy_from_slice(&2u32.to_le_bytes());
+        assert!(
+            err(&future).contains("newer ppscope (format v2)"),
+            "{}",
+            err(&future)
+        );
+        let mut flipped = good.clone();
+        let last = flipped.len() - 3;
+        flipped[last] ^= 0xff;
+        assert!(err(&flipped).contains("checksum"), "{}", err(&flipped));
+        assert!(err(&good[..good.len() - 5]).contains("truncated"));
+        // Every prefix and many corruptions: an error or a recording, never a panic.
+        for cut in 0..good.len() {
+            let _ = Recording::parse(&good[..cut]);
+        }
+        let mut state = 0x9e37_79b9_u32;
+        for _ in 0..2000 {
+            let mut b = good.clone();
+            for _ in 0..4 {
+                state ^= state << 13;
+                state ^= state >> 17;
+                state ^= state << 5;
+                let i = state as usize % b.len();
+                b[i] = (state >> 8) as u8;
+            }
+            let _ = Recording::parse(&b);
+        }
+    }
+
+    #[test]
+    fn a_lone_sample_is_not_a_window() {
+        let dir = tempdir();
+        let path = dir.join("one.ppscope");
+        let t0 = Instant::now();
+        let mut w = Writer::create(&path, &header()).unwrap();
+        w.append(&Frame::from_sample(&sample(t0, 1), t0)).unwrap();
+        drop(w);
+        let e = format!("{:#}", Recording::read(&path).unwrap_err());
+        assert!(e.contains("needs at least 2"), "{e}");
+    }
+}

@@ -1,0 +1,169 @@
+//! A pool's ring-size advice as consumers see it: the verdict, the knob, the evidence, and the
+//! one line a person reads. `crate::advice` computes it.
+use serde::{Deserialize, Serialize};
+
+use crate::{advice::simulator::SimOutcome, units::bytes};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Verdict {
+    Keep,
+    Grow(u32),
+    Shrink(u32),
+}
+
+/// What changes a pool's ring size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Knob {
+    /// `ethtool -G <dev> rx N` (gve: the pool is 4 × the rx descriptor count).
+    EthtoolRx {
+        dev: String,
+    },
+    /// virtio-net: the pool is sized from the vring when the device probes (QEMU
+    /// `rx_queue_size`); `ethtool -G` resizes the vring but not the pool.
+    DeviceQueueSize,
+    /// veth: `VETH_RING_SIZE` 256, no knob.
+    DriverFixed,
+    /// Past the kernel's 16384 clamp in `page_pool_init`.
+    KernelChange,
+    Unknown,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum ConfidenceLevel {
+    Low,
+    Medium,
+    High,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Confidence {
+    pub level: ConfidenceLevel,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Advice {
+    pub verdict: Verdict,
+    pub current_size: u32,
+    pub recommended_size: u32,
+    /// Replay at the current size.
+    pub current: SimOutcome,
+    /// Replay at the recommended size.
+    pub predicted: SimOutcome,
+    /// (slow calls saved × slow_call_ns + ring_full saved × ring_full_ns) per second of profile.
+    pub slow_time_saved_ns_per_s: f64,
+    /// (recommended − current) × page × queues: the most the rings can hold in addition.
+    pub extra_pinned_bytes: i64,
+    /// Zero-copy provider: the buffers are pinned by the dmabuf whatever the ring size, so a
+    /// bigger ring costs no new memory.
+    pub pinned_anyway: bool,
+    pub knob: Knob,
+    pub confidence: Confidence,
+    /// The numbers behind the verdict, in words.
+    pub evidence: Vec<String>,
+    /// The target the recycled rate was held to.
+    pub target: f64,
+    /// Pools on the device the knob changes together.
+    pub queues: u32,
+    /// "eth0's ring" or "the pool's ring".
+    pub pool_name: String,
+    /// The knob as a person types it.
+    pub knob_text: String,
+    /// Length of the profile, for per-second figures.
+    pub profile_s: f64,
+    /// A ring size that explains the measured counters far better than the reported one
+    /// (a resize that did not rebuild the pool), when the replay shows one.
+    pub resize_suspect: Option<u32>,
+}
+
+pub(crate) fn signed_bytes(b: i64) -> String {
+    if b < 0 {
+        format!("−{}", bytes(b.unsigned_abs()))
+    } else {
+        format!("+{}", bytes(b as u64))
+    }
+}
+
+pub(crate) fn ms_per_s(ns_per_s: f64) -> String {
+    let ms = ns_per_s / 1e6;
+    if ms.abs() >= 10.0 {
+        format!("{ms:.0} ms/s")
+    } else {
+        format!("{ms:.1} ms/s")
+    }
+}
+
+fn per_s_text(count: u64, secs: f64) -> String {
+    format!("{:.0}/s", SimOutcome::per_s(count, secs))
+}
+
+pub(crate) fn queues_text(q: u32) -> String {
+    if q == 1 {
+        "1 queue".into()
+    } else {
+        format!("{q} queues")
+    }
+}
+
+impl Advice {
+    /// One line a person reads.
+    pub fn summary(&self) -> String {
+        let secs_saved = ms_per_s(self.slow_time_saved_ns_per_s);
+        let mem = if self.pinned_anyway {
+            "no new memory (zero-copy: the dmabuf is pinned anyway)".to_string()
+        } else {
+            format!(
+                "{} pinned ({})",
+                signed_bytes(self.extra_pinned_bytes),
+                queues_text(self.queues)
+            )
+        };
+        let conf = match self.confidence.level {
+            ConfidenceLevel::High => "high",
+            ConfidenceLevel::Medium => "medium",
+            ConfidenceLevel::Low => "low",
+        };
+        match self.verdict {
+            Verdict::Grow(n) => format!(
+                "grow {} {} → {n}: recycled {} → {}, ring full {} → {}, slow path + ring-full \
+                 frees −{secs_saved}, {mem}; knob: {} [confidence {conf}]",
+                self.pool_name,
+                self.current_size,
+                crate::units::pct(self.current.recycled_rate),
+                crate::units::pct(self.predicted.recycled_rate),
+                per_s_text(self.current.ring_full, self.profile_s),
+                per_s_text(self.predicted.ring_full, self.profile_s),
+                self.knob_text
+            ),
+            Verdict::Shrink(n) => format!(
+                "shrink {} {} → {n}: recycled {} → {} (same), {mem}; knob: {} [confidence \
+                 {conf}]",
+                self.pool_name,
+                self.current_size,
+                crate::units::pct(self.current.recycled_rate),
+                crate::units::pct(self.predicted.recycled_rate),
+                self.knob_text
+            ),
+            Verdict::Keep => {
+                let tail = if self.knob == Knob::KernelChange {
+                    format!("; short of the target: {}", self.knob_text)
+                } else if self.current.recycled_rate < self.target {
+                    "; short of the target and no ring size fixes it: the application holds \
+                     the buffers"
+                        .to_string()
+                } else {
+                    String::new()
+                };
+                format!(
+                    "keep {} at {}: recycled {} (target {}), ring full {}{tail} [confidence \
+                     {conf}]",
+                    self.pool_name,
+                    self.current_size,
+                    crate::units::pct(self.current.recycled_rate),
+                    crate::units::pct(self.target),
+                    per_s_text(self.current.ring_full, self.profile_s)
+                )
+            }
+        }
+    }
+}

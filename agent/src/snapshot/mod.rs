@@ -1,0 +1,418 @@
+//! The snapshot: what every consumer (report, exporter, dashboard, HTML) receives. Plain serde
+//! types and the figures read off them; no I/O and nothing that knows where the numbers came
+//! from. `crate::model` fills them from samples; `crate::pipeline` assembles one.
+use std::collections::BTreeMap;
+
+use ppscope_common::SiteStats;
+use serde::{Deserialize, Serialize};
+
+use crate::model::ratio;
+
+pub mod health;
+mod hooks;
+pub use hooks::{Backend, Group, HookStatus, MODULE_NOT_LOADED};
+mod kernel;
+pub use kernel::{KernelPoolView, KernelSourceView};
+pub(crate) mod advice;
+pub use advice::{Advice, Confidence, ConfidenceLevel, Knob, Verdict};
+
+/// NAPI polling of one device over an interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NapiView {
+    pub polls: u64,
+    pub work: u64,
+    pub work_per_poll: Option<f64>,
+    /// Polls that used their whole budget: the device had more packets than one poll takes.
+    pub full_budget_polls: u64,
+    pub full_budget_share: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DropView {
+    pub reason: u32,
+    /// The `enum skb_drop_reason` name, from BTF.
+    pub reason_name: Option<String>,
+    pub count: u64,
+}
+
+/// A device whose pools are shown: its NAPI work and its drops.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviceView {
+    #[serde(skip)]
+    pub netdev: u64,
+    pub ifname: Option<String>,
+    pub ifindex: Option<u32>,
+    pub napi_id: Option<u32>,
+    pub napi: Option<NapiView>,
+    pub drops_total: Option<u64>,
+    pub drops: Vec<DropView>,
+}
+
+/// One device in one step of the timeline.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviceStep {
+    #[serde(skip)]
+    pub netdev: u64,
+    pub ifname: Option<String>,
+    pub allocs: u64,
+    pub slow: u64,
+    pub ring_full: u64,
+    /// Pages that entered / left the device's pools (tracepoints: every backend has them).
+    pub pages_in: u64,
+    pub pages_out: u64,
+    pub napi_polls: u64,
+    pub napi_full_budget: u64,
+    pub drops: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimelineStep {
+    /// Seconds since the window started, at the end of this step.
+    pub t: f64,
+    pub devices: Vec<DeviceStep>,
+}
+
+/// One measured site over an interval: latency, and the site's value where it has one.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SiteView {
+    pub calls: u64,
+    pub latency: Option<Latency>,
+    /// Sum of the value (frags freed, NAPI work) over the interval.
+    pub value_sum: Option<u64>,
+    /// Distribution of the value per call (log2 buckets; p50/p99/max are bucket edges).
+    pub value: Option<Latency>,
+    /// value_sum / calls.
+    pub value_per_call: Option<f64>,
+    /// Total time / value_sum: e.g. ns per frag freed.
+    pub ns_per_value: Option<f64>,
+    /// Calls that returned an error.
+    pub errors: u64,
+}
+
+impl SiteView {
+    pub fn from_stats(s: &SiteStats, has_value: bool) -> Self {
+        let value = has_value
+            .then(|| Latency::from_log2(&s.value_hist, s.value_sum))
+            .flatten();
+        Self {
+            calls: s.calls,
+            latency: Latency::from_log2(&s.ns_hist, s.ns_sum),
+            value_sum: has_value.then_some(s.value_sum),
+            value,
+            value_per_call: if has_value {
+                ratio(s.value_sum, s.calls)
+            } else {
+                None
+            },
+            // Only where calls were timed (a simulation counts calls but not time).
+            ns_per_value: if has_value && s.value_sum > 0 && s.ns_hist.iter().any(|n| *n > 0) {
+                Some(s.ns_sum as f64 / s.value_sum as f64)
+            } else {
+                None
+            },
+            errors: s.errors,
+        }
+    }
+}
+
+/// devmem TCP: `SO_DEVMEM_DONTNEED` frees, buffer returns, provider allocations.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DevmemView {
+    /// `sock_devmem_dontneed`: latency and frags freed per call.
+    pub dontneed: Option<SiteView>,
+    /// `net_devmem_free_dmabuf`: one buffer back to the dmabuf's gen_pool.
+    pub free: Option<SiteView>,
+    /// Memory-provider allocations (devmem, io_uring zcrx), all pools.
+    pub provider_alloc: Option<SiteView>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GveQueueView {
+    pub queue: u32,
+    /// NAPI poll (`gve_rx_poll_dqo`): duration, and work per poll as the value.
+    pub poll: SiteView,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GveView {
+    /// `gve_alloc_buffer` latency.
+    pub alloc: Option<SiteView>,
+    pub queues: Vec<GveQueueView>,
+}
+
+/// ppscope's own cost over the interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OverheadView {
+    pub runs: u64,
+    pub run_ns: u64,
+    pub ns_per_run: Option<f64>,
+    /// Share of one CPU spent in ppscope's programs.
+    pub cpu_share: f64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AllocSplit {
+    pub cache: Option<u64>,
+    pub ring: Option<u64>,
+    pub slow: Option<u64>,
+    /// All allocation calls seen.
+    pub total: Option<u64>,
+    /// Refills that found the ring empty (each is followed by a slow-path call).
+    pub ring_empty: Option<u64>,
+    /// Pages moved from the ring to the cache by refills.
+    pub ring_pages: Option<u64>,
+    /// Fragment allocator calls (shown apart: not page allocations).
+    pub frag_calls: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecycleSplit {
+    pub cached: Option<u64>,
+    pub ring: Option<u64>,
+    pub ring_full: Option<u64>,
+    pub total: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PageFlow {
+    /// Pages that entered the pool from the page allocator or a memory provider.
+    pub allocated: Option<u64>,
+    /// Pages that left the pool (ring full, not recyclable, teardown).
+    pub released: Option<u64>,
+}
+
+/// A log2 latency histogram and the figures read off it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    pub count: u64,
+    /// Upper edges (exclusive) in ns of the buckets holding the quantile: a bound, not a mean.
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    pub sum_ns: u64,
+    /// Count per log2 bucket: bucket i holds [2^i, 2^(i+1)) ns.
+    pub buckets: Vec<u64>,
+}
+
+impl Latency {
+    pub fn from_log2(buckets: &[u64], sum_ns: u64) -> Option<Self> {
+        let count: u64 = buckets.iter().sum();
+        if count == 0 {
+            return None;
+        }
+        let edge = |i: usize| 1u64 << (i + 1).min(63);
+        let quantile = |q: f64| {
+            let rank = ((q * count as f64).ceil() as u64).max(1);
+            let mut seen = 0;
+            for (i, n) in buckets.iter().enumerate() {
+                seen += n;
+                if seen >= rank {
+                    return edge(i);
+                }
+            }
+            edge(buckets.len() - 1)
+        };
+        let top = buckets.iter().rposition(|n| *n > 0).unwrap_or(0);
+        let last = buckets.iter().rposition(|n| *n > 0).map_or(0, |i| i + 1);
+        Some(Self {
+            count,
+            p50_ns: quantile(0.50),
+            p99_ns: quantile(0.99),
+            max_ns: edge(top),
+            sum_ns,
+            buckets: buckets[..last].to_vec(),
+        })
+    }
+}
+
+/// A log2 distribution of a count (run lengths, ring fill): bucket edges, not means.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Distribution {
+    pub samples: u64,
+    pub p50: u64,
+    pub p99: u64,
+    pub max: u64,
+    /// Samples per log2 bucket: bucket i holds [2^i, 2^(i+1)).
+    pub buckets: Vec<u64>,
+}
+
+impl Distribution {
+    pub fn from_log2(buckets: &[u64]) -> Option<Self> {
+        let l = Latency::from_log2(buckets, 0)?;
+        Some(Self {
+            samples: l.count,
+            p50: l.p50_ns,
+            p99: l.p99_ns,
+            max: l.max_ns,
+            buckets: l.buckets,
+        })
+    }
+}
+
+/// The burst profile the kernel keeps per pool: how far recycles overran the ring, how far
+/// allocations drained it, and how full it was when it mattered.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BurstView {
+    /// Runs of consecutive recycles that found the ring full (pages per run).
+    pub ring_full_runs: Option<Distribution>,
+    /// Runs of consecutive refills that found the ring empty.
+    pub empty_ring_runs: Option<Distribution>,
+    /// Ring fill at refills, slow paths and releases.
+    pub ring_fill: Option<Distribution>,
+}
+
+/// One pool over one interval.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PoolView {
+    /// Kernel address of the `struct page_pool`: the only identity when nothing else is known.
+    pub pool: String,
+    /// The same address as a number (0 for a pool known only from netlink).
+    #[serde(skip)]
+    pub addr: u64,
+    /// Kernel address of its net_device (0: unknown), to join NAPI and drop records.
+    #[serde(skip)]
+    pub netdev: u64,
+    pub ifname: Option<String>,
+    /// The device's driver (virtio_net, gve, mlx5_core; veth for the software pair).
+    pub driver: Option<String>,
+    pub ifindex: Option<u32>,
+    pub queue: Option<u32>,
+    pub netlink_id: Option<u32>,
+    pub pool_size: Option<u32>,
+    pub ring_size: Option<u32>,
+    pub order: Option<u32>,
+    pub memory_provider: Option<bool>,
+    /// The gve rx queue this pool serves (seen at pool creation).
+    pub gve_queue: Option<u32>,
+    /// Entries in the ptr_ring at the pool's last refill, slow path or page release.
+    pub ring_fill: Option<u32>,
+    /// The device's configured rx ring (ethtool -g), where the driver reports it.
+    pub device_rx_ring: Option<u32>,
+    /// Pages out of the pool (in use by the driver, the stack or sockets), read from the
+    /// pool's hold/release counters at that same moment, and the memory they pin.
+    pub inflight_pages: Option<u32>,
+    pub inflight_bytes: Option<u64>,
+    /// Memory-provider allocations of this pool and their mean time.
+    pub provider_allocs: Option<u64>,
+    pub provider_alloc_mean_ns: Option<f64>,
+    pub alloc: AllocSplit,
+    pub recycle: RecycleSplit,
+    pub pages: PageFlow,
+    /// Where `alloc` came from when not from the probes: "kernel" (its own page_pool stats).
+    pub alloc_source: Option<std::borrow::Cow<'static, str>>,
+    pub recycle_source: Option<std::borrow::Cow<'static, str>>,
+    /// The kernel's netlink view of this pool (same network namespace only).
+    pub kernel: Option<KernelPoolView>,
+    /// ring / (ring + slow): when the alloc cache ran dry, how often the ring refilled it.
+    pub ring_hit_rate: Option<f64>,
+    /// (cache + ring) / all allocations.
+    pub fast_path_rate: Option<f64>,
+    pub slow_path_latency: Option<Latency>,
+    /// The kernel-side burst profile over the interval.
+    pub bursts: BurstView,
+    /// Ring-size advice from this pool's burst profile (None: too little measured).
+    pub advice: Option<Advice>,
+}
+
+impl PoolView {
+    /// A pool known only from netlink (no probe saw it in the window).
+    pub fn unprobed(netlink_id: u32, ifindex: Option<u32>, ifname: Option<String>) -> Self {
+        Self {
+            pool: format!("netlink:{netlink_id}"),
+            addr: 0,
+            netdev: 0,
+            ifname,
+            driver: None,
+            ifindex,
+            queue: None,
+            netlink_id: Some(netlink_id),
+            pool_size: None,
+            ring_size: None,
+            order: None,
+            memory_provider: None,
+            gve_queue: None,
+            ring_fill: None,
+            device_rx_ring: None,
+            inflight_pages: None,
+            inflight_bytes: None,
+            provider_allocs: None,
+            provider_alloc_mean_ns: None,
+            alloc: AllocSplit::default(),
+            recycle: RecycleSplit::default(),
+            pages: PageFlow::default(),
+            alloc_source: None,
+            recycle_source: None,
+            kernel: None,
+            ring_hit_rate: None,
+            fast_path_rate: None,
+            slow_path_latency: None,
+            bursts: BurstView::default(),
+            advice: None,
+        }
+    }
+
+    /// Activity used to order pools: the busiest first.
+    pub fn activity(&self) -> u64 {
+        self.alloc.total.unwrap_or(0)
+            + self.recycle.total.unwrap_or(0)
+            + self.pages.allocated.unwrap_or(0)
+            + self.pages.released.unwrap_or(0)
+    }
+
+    /// How a person names this pool: `vnet1 q0`, `veth1`, or the pool address.
+    pub fn label(&self) -> String {
+        match (&self.ifname, self.queue) {
+            (Some(n), Some(q)) => format!("{n} q{q}"),
+            (Some(n), None) => n.clone(),
+            (None, _) => self.pool.clone(),
+        }
+    }
+}
+
+/// What every consumer receives: all pools over one interval, and how they were measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub kernel: String,
+    pub duration_seconds: f64,
+    pub pools: Vec<PoolView>,
+    /// None when none of the devmem hooks is attached.
+    pub devmem: Option<DevmemView>,
+    /// None when the gve module is not loaded (or none of its hooks attached).
+    pub gve: Option<GveView>,
+    /// Pages leaving their pools (all pools): how long the return takes. A sample, not a
+    /// count: a return interrupted on its CPU by another one is not timed.
+    pub page_return: Option<SiteView>,
+    /// ppscope's own programs: None when BPF run-time stats are unavailable.
+    pub overhead: Option<OverheadView>,
+    /// What the kernel's netlink page-pool interface gave (None: not asked).
+    pub kernel_source: Option<KernelSourceView>,
+    /// The devices of the pools shown: NAPI work and drops over the window.
+    pub devices: Vec<DeviceView>,
+    /// Per step (one interval) per device: the chain slow path → NAPI → drops, in time.
+    pub timeline: Vec<TimelineStep>,
+    /// Per hook: the backend that served it and where, or why nothing did.
+    pub backends: BTreeMap<String, HookStatus>,
+}
+
+impl Snapshot {
+    /// A snapshot of these pools only: no devmem, gve, device or timeline section, no hooks.
+    pub fn with_pools(
+        kernel: impl Into<String>,
+        duration_seconds: f64,
+        pools: Vec<PoolView>,
+    ) -> Self {
+        Self {
+            kernel: kernel.into(),
+            duration_seconds,
+            pools,
+            devmem: None,
+            gve: None,
+            page_return: None,
+            overhead: None,
+            kernel_source: None,
+            devices: Vec::new(),
+            timeline: Vec::new(),
+            backends: Default::default(),
+        }
+    }
+}

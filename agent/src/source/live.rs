@@ -1,0 +1,262 @@
+//! The kernel, through the probes: what `top` shows by default, what the agent collects, and
+//! the sampling loop `diagnose` and `record` watch a window with.
+use std::{collections::HashMap, time::Duration};
+
+use anyhow::Result;
+use ppscope_common::PoolIdentity;
+
+use super::Source;
+use crate::{
+    advice::window::{AdviceWindow, LIVE_SAMPLES},
+    host::{ethtool, netlink::KernelSample},
+    model::{c_name, RawSample},
+    pipeline::{self, AdviceFrom, Window},
+    probes::Probes,
+    snapshot::{Advice, HookStatus, Snapshot},
+};
+
+/// The kernel, through the probes: one snapshot per call, covering the time since the last.
+pub struct LiveSource {
+    probes: Probes,
+    /// The baseline, for totals since the start (the agent's `/metrics`).
+    first: RawSample,
+    kernel_first: KernelSample,
+    prev: RawSample,
+    kernel_prev: KernelSample,
+    /// The advice reads burst profiles from this (one sample per step).
+    window: AdviceWindow,
+    /// The last module change (gve loaded, unloaded, reloaded), shown with the source.
+    module_note: Option<String>,
+    /// Module changes seen by a collection that then failed: reported by the next one.
+    unreported_changes: Vec<String>,
+}
+
+/// One collection of a live source.
+pub struct Collection {
+    /// What happened since the previous collection, with the advice.
+    pub interval: Snapshot,
+    /// Everything since the source started, with the same advice; only when asked for.
+    pub since_start: Option<Snapshot>,
+    /// Pools in the kernel's per-pool map.
+    pub map_entries: usize,
+    /// Modules that came, went or came back since the previous collection (their hooks
+    /// were re-attached or dropped), in words.
+    pub module_changes: Vec<String>,
+}
+
+impl LiveSource {
+    /// Takes the baseline sample: the first snapshot covers the time from here.
+    pub fn new(probes: Probes) -> Result<Self> {
+        let first = probes.sample()?;
+        let kernel_first = KernelSample::read();
+        Ok(Self {
+            window: AdviceWindow::new(LIVE_SAMPLES, &first),
+            prev: first.clone(),
+            kernel_prev: kernel_first.clone(),
+            first,
+            kernel_first,
+            probes,
+            module_note: None,
+            unreported_changes: Vec::new(),
+        })
+    }
+
+    pub fn hooks(&self) -> &[HookStatus] {
+        &self.probes.facts.hooks
+    }
+
+    /// Reads the probes: the interval since the previous call and, with `since_start`, the
+    /// totals since the baseline. On an error nothing moves: the next call covers both
+    /// intervals.
+    pub fn collect(&mut self, since_start: bool) -> Result<Collection> {
+        self.unreported_changes
+            .extend(self.probes.refresh_modules());
+        if let Some(change) = self.unreported_changes.last() {
+            self.module_note = Some(change.clone());
+        }
+        let cur = self.probes.sample()?;
+        let module_changes = std::mem::take(&mut self.unreported_changes);
+        let kernel_now = KernelSample::read();
+        self.window.push(&cur);
+        let facts = &self.probes.facts;
+        let mut w = Window::between(facts, &self.prev, &cur);
+        w.kernel_stats = Some((&self.kernel_prev, &kernel_now));
+        w.advice = AdviceFrom::Window(&self.window);
+        let interval = pipeline::assemble(&w);
+        let totals = since_start.then(|| {
+            // The same advice as the interval's: computing it twice would cost twice.
+            let advice: HashMap<u64, Advice> = interval
+                .pools
+                .iter()
+                .filter_map(|p| Some((p.addr, p.advice.clone()?)))
+                .collect();
+            let mut w = Window::between(facts, &self.first, &cur);
+            w.kernel_stats = Some((&self.kernel_first, &kernel_now));
+            w.advice = AdviceFrom::Given(&advice);
+            pipeline::assemble(&w)
+        });
+        let map_entries = cur.pools.len();
+        self.prev = cur;
+        self.kernel_prev = kernel_now;
+        Ok(Collection {
+            interval,
+            since_start: totals,
+            map_entries,
+            module_changes,
+        })
+    }
+}
+
+impl Source for LiveSource {
+    fn describe(&self) -> String {
+        let hooks = &self.probes.facts.hooks;
+        let attached = hooks.iter().filter(|h| h.attached()).count();
+        let note = self
+            .module_note
+            .as_ref()
+            .map_or(String::new(), |n| format!("; {n}"));
+        format!(
+            "live {} ({attached}/{} hooks{note})",
+            self.probes.facts.kernel,
+            hooks.len()
+        )
+    }
+
+    fn next(&mut self, _interval: Duration) -> Result<Option<Snapshot>> {
+        Ok(Some(self.collect(false)?.interval))
+    }
+}
+
+/// Samples the probes from now on, every `step`, until `duration` has passed or `wait` (which
+/// sleeps up to the time it is given) says the run was interrupted; the last sample is always
+/// taken. Every sample, the first included, goes to `each`; module changes to `on_change`.
+pub fn sample_for(
+    probes: &mut Probes,
+    duration: Duration,
+    step: Duration,
+    mut wait: impl FnMut(Duration) -> bool,
+    mut each: impl FnMut(&RawSample) -> Result<()>,
+    mut on_change: impl FnMut(&str),
+) -> Result<()> {
+    let first = probes.sample()?;
+    let start = first.at;
+    each(&first)?;
+    loop {
+        let left = duration.saturating_sub(start.elapsed());
+        let interrupted = left.is_zero() || wait(left.min(step));
+        for change in probes.refresh_modules() {
+            on_change(&change);
+        }
+        let s = probes.sample()?;
+        each(&s)?;
+        if interrupted || s.at.duration_since(start) >= duration {
+            return Ok(());
+        }
+    }
+}
+
+/// Fine-grained sampling for burst profiles: 10 ms, coarser for long windows so that a
+/// window keeps at most a few thousand samples in memory.
+pub fn profile_interval(duration: Duration) -> Duration {
+    Duration::from_millis(10).max(duration / 6000)
+}
+
+/// What `diagnose` watches on the live kernel, and how.
+pub struct DiagnoseOptions<'a> {
+    pub duration: Duration,
+    /// The timeline's step.
+    pub interval: Duration,
+    pub only_dev: Option<&'a str>,
+}
+
+/// Watches a window on the live kernel (sampled every [`profile_interval`]) and assembles its
+/// snapshot with every stage: kernel stats, timeline, advice from the window's samples and the
+/// ring check. `started` runs once the baseline is taken (a script that starts traffic then
+/// loses nothing).
+pub fn diagnose(
+    probes: &mut Probes,
+    opts: &DiagnoseOptions,
+    wait: impl FnMut(Duration) -> bool,
+    started: impl FnOnce(),
+    on_change: impl FnMut(&str),
+) -> Result<Snapshot> {
+    let kernel_first = KernelSample::read();
+    let mut samples = Vec::new();
+    let mut started = Some(started);
+    sample_for(
+        probes,
+        opts.duration,
+        profile_interval(opts.duration),
+        wait,
+        |s| {
+            samples.push(s.clone());
+            if let Some(started) = started.take() {
+                started();
+            }
+            Ok(())
+        },
+        on_change,
+    )?;
+    let kernel_last = KernelSample::read();
+    let rx_rings = rx_rings(samples.last().expect("sample_for takes two at least"));
+    let mut w = Window::over(&probes.facts, &samples);
+    w.kernel_stats = Some((&kernel_first, &kernel_last));
+    w.timeline = Some((&samples, opts.interval));
+    w.rx_rings = Some(&rx_rings);
+    w.only_dev = opts.only_dev;
+    Ok(pipeline::assemble(&w))
+}
+
+/// The configured rx ring (`ethtool -g`) of every pool's device that reports one, by ifindex:
+/// the ring check's input. Up to a thread per network namespace per device, so read once per
+/// window, not every interval.
+pub fn rx_rings(sample: &RawSample) -> HashMap<u32, u32> {
+    let mut rings = HashMap::new();
+    for id in sample.pools.values().filter_map(|p| p.identity.as_ref()) {
+        let known = PoolIdentity::KNOWN_IFNAME | PoolIdentity::KNOWN_IFINDEX;
+        if id.known & known != known || rings.contains_key(&id.ifindex) {
+            continue;
+        }
+        let (Some(name), Some(_driver)) = (c_name(&id.ifname), c_name(&id.driver)) else {
+            continue;
+        };
+        // Only pools that name their driver can be checked (`_driver`).
+        if let Some(rx) = ethtool::rx_ring(&name, id.ifindex) {
+            rings.insert(id.ifindex, rx);
+        }
+    }
+    rings
+}
+
+/// `ppscope record`: samples every `interval` for `duration` (or until `wait` says it was
+/// interrupted) into `writer`, each sample timed from the first. Returns the samples written.
+pub fn record(
+    probes: &mut Probes,
+    writer: &mut crate::recording::Writer,
+    duration: Duration,
+    interval: Duration,
+    wait: impl FnMut(Duration) -> bool,
+    started: impl FnOnce(),
+    on_change: impl FnMut(&str),
+) -> Result<u64> {
+    let mut start = None;
+    let mut started = Some(started);
+    let mut frames = 0u64;
+    sample_for(
+        probes,
+        duration,
+        interval,
+        wait,
+        |s| {
+            let start = *start.get_or_insert(s.at);
+            writer.append(&crate::recording::Frame::from_sample(s, start))?;
+            frames += 1;
+            if let Some(started) = started.take() {
+                started();
+            }
+            Ok(())
+        },
+        on_change,
+    )?;
+    Ok(frames)
+}

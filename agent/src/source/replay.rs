@@ -1,0 +1,94 @@
+//! A recording (`ppscope record`) played back at the consumer's pace.
+use std::{path::Path, time::Duration};
+
+use anyhow::{bail, Result};
+
+use super::Source;
+use crate::{
+    model::{RawSample, SourceFacts},
+    pipeline::{self, Window},
+    recording::Recording,
+    snapshot::Snapshot,
+};
+
+/// Recorded time the replay's advice looks back over.
+const REPLAY_ADVICE_WINDOW: Duration = Duration::from_secs(10);
+
+/// A recording played back: each call advances the recording's own clock by `interval`.
+pub struct ReplaySource {
+    name: String,
+    facts: SourceFacts,
+    samples: Vec<RawSample>,
+    /// Index of the sample the previous snapshot ended at.
+    at: usize,
+}
+
+impl ReplaySource {
+    pub fn open(path: &Path) -> Result<Self> {
+        let rec = Recording::read(path)?;
+        let samples = rec.samples();
+        if samples.len() < 2 {
+            bail!(
+                "{} holds {} sample(s): nothing to replay (a recording needs two)",
+                path.display(),
+                samples.len()
+            );
+        }
+        Ok(Self {
+            name: path.display().to_string(),
+            facts: rec.header.facts(),
+            samples,
+            at: 0,
+        })
+    }
+
+    /// Recorded time covered so far and in all.
+    pub fn position(&self) -> (Duration, Duration) {
+        let start = self.samples[0].at;
+        (
+            self.samples[self.at].at.duration_since(start),
+            self.samples[self.samples.len() - 1]
+                .at
+                .duration_since(start),
+        )
+    }
+}
+
+impl Source for ReplaySource {
+    fn describe(&self) -> String {
+        let (now, all) = self.position();
+        format!(
+            "replay {} ({:.1}/{:.1} s, kernel {})",
+            self.name,
+            now.as_secs_f64(),
+            all.as_secs_f64(),
+            self.facts.kernel
+        )
+    }
+
+    fn next(&mut self, interval: Duration) -> Result<Option<Snapshot>> {
+        let last = self.samples.len() - 1;
+        if self.at >= last {
+            return Ok(None);
+        }
+        let from = self.at;
+        let until = self.samples[from].at + interval;
+        let to = (from + 1..=last)
+            .find(|&i| self.samples[i].at >= until)
+            .unwrap_or(last);
+        // The advice gets the recording's fine-grained samples of the last few seconds.
+        let since = self.samples[to]
+            .at
+            .checked_sub(REPLAY_ADVICE_WINDOW)
+            .unwrap_or(self.samples[0].at);
+        let first = self.samples[..=to]
+            .iter()
+            .position(|s| s.at >= since)
+            .unwrap_or(0);
+        let mut w = Window::over(&self.facts, &self.samples[first..=to]);
+        (w.earlier, w.later) = (&self.samples[from], &self.samples[to]);
+        let snap = pipeline::assemble(&w);
+        self.at = to;
+        Ok(Some(snap))
+    }
+}

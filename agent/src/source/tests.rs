@@ -1,0 +1,174 @@
+use std::{
+    sync::{Arc, Mutex},
+    time::Instant,
+};
+
+use ppscope_common::PoolCounters;
+
+use super::*;
+use crate::{
+    advice::scenario,
+    export::http::{HttpServer, Shared},
+    model::{Coverage, RawSample},
+    testing,
+};
+
+fn totals(s: &Snapshot) -> (u64, u64) {
+    let p = &s.pools[0];
+    (p.alloc.total.unwrap(), p.recycle.total.unwrap())
+}
+
+#[test]
+fn sim_source_plays_the_scenario_at_the_requested_pace() {
+    let mut a = SimSource::new("gve-devmem-alltoall").unwrap();
+    let mut b = SimSource::new("gve-devmem-alltoall").unwrap();
+    for _ in 0..3 {
+        let sa = a.next(Duration::from_secs(1)).unwrap().unwrap();
+        let sb = b.next(Duration::from_secs(1)).unwrap().unwrap();
+        assert_eq!(totals(&sa), totals(&sb), "deterministic");
+        let p = &sa.pools[0];
+        // 400 buffers per ms for one second of simulated time.
+        assert_eq!(p.alloc.total, Some(400_000));
+        let (c, r, s) = (
+            p.alloc.cache.unwrap(),
+            p.alloc.ring.unwrap(),
+            p.alloc.slow.unwrap(),
+        );
+        assert_eq!(c + r + s, 400_000);
+        assert!(s > 0, "the default ring starves: provider calls");
+        assert_eq!(p.ifname.as_deref(), Some("eth1"));
+        assert_eq!(p.ring_size, Some(4096));
+        assert!(p.recycle.ring_full.unwrap() > 0);
+        let advice = p.advice.as_ref().expect("advice attached");
+        assert!(advice.summary().contains("grow"), "{}", advice.summary());
+        assert!((sa.duration_seconds - 1.0).abs() < 1e-9);
+        // devmem: the frees of the burst in calls of 128 tokens, the ring-full ones
+        // back to the dmabuf; no time is simulated.
+        let devmem = sa
+            .devmem
+            .as_ref()
+            .expect("a provider pool has a devmem view");
+        let dontneed = devmem.dontneed.as_ref().unwrap();
+        assert_eq!(dontneed.value_sum, p.recycle.total);
+        // Bursts of 12,000 tokens: 93 calls of 128 and one of 96 each.
+        assert_eq!(dontneed.calls, dontneed.value_sum.unwrap() / 12_000 * 94);
+        assert_eq!(dontneed.latency, None);
+        assert_eq!(
+            devmem.free.as_ref().unwrap().calls,
+            p.recycle.ring_full.unwrap()
+        );
+        assert_eq!(devmem.provider_alloc.as_ref().unwrap().calls, s);
+    }
+    // Half the interval, half the allocations.
+    let half = a.next(Duration::from_millis(500)).unwrap().unwrap();
+    assert_eq!(half.pools[0].alloc.total, Some(200_000));
+}
+
+#[test]
+fn sim_all_has_one_pool_per_scenario_and_names_are_checked() {
+    let mut all = SimSource::new("all").unwrap();
+    let snap = all.next(Duration::from_secs(1)).unwrap().unwrap();
+    assert_eq!(snap.pools.len(), scenario::NAMES.len());
+    let err = SimSource::new("nope").err().unwrap().to_string();
+    assert!(
+        err.contains("gve-devmem-alltoall") && err.contains("all"),
+        "{err}"
+    );
+}
+
+fn sample(at: Instant, allocs: u64, slow: u64) -> RawSample {
+    let counters = PoolCounters {
+        alloc_calls: allocs,
+        slow_calls: slow,
+        ..PoolCounters::default()
+    };
+    testing::one_pool_sample(
+        at,
+        0xffff_8880_0000_1000,
+        counters,
+        testing::identity("veth1"),
+    )
+}
+
+#[test]
+fn replay_source_steps_through_a_recording_and_ends() {
+    let dir = std::env::temp_dir().join(format!("ppscope-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("r.ppr");
+    let cov = Coverage {
+        alloc: true,
+        slow: true,
+        refill: true,
+        ..Coverage::default()
+    };
+    let t0 = Instant::now();
+    let samples = [(0, 0), (100, 1), (300, 2), (600, 4), (1000, 5)]
+        .iter()
+        .enumerate()
+        .map(|(i, (a, s))| sample(t0 + Duration::from_millis(500 * i as u64), *a, *s));
+    testing::write_recording(
+        &path,
+        "6.18-test",
+        Duration::from_millis(500),
+        cov,
+        t0,
+        samples,
+    );
+    let mut r = ReplaySource::open(&path).unwrap();
+    assert!(r.describe().contains("0.0/2.0 s"), "{}", r.describe());
+    let one = r.next(Duration::from_secs(1)).unwrap().unwrap();
+    assert_eq!(one.pools[0].alloc.total, Some(300));
+    assert_eq!(one.pools[0].alloc.slow, Some(2));
+    assert_eq!(one.kernel, "6.18-test");
+    let two = r.next(Duration::from_secs(1)).unwrap().unwrap();
+    assert_eq!(two.pools[0].alloc.total, Some(700));
+    assert!(r.next(Duration::from_secs(1)).unwrap().is_none(), "ended");
+    let mut only = OnlyDevice {
+        inner: ReplaySource::open(&path).unwrap(),
+        dev: "vnet1".into(),
+    };
+    assert!(only
+        .next(Duration::from_secs(1))
+        .unwrap()
+        .unwrap()
+        .pools
+        .is_empty());
+    std::fs::write(&path, b"not a recording").unwrap();
+    assert!(ReplaySource::open(&path).is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn connect_source_reads_an_agents_last_interval_over_http() {
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let server = HttpServer::start(
+        "127.0.0.1:0".parse().unwrap(),
+        shared.clone(),
+        Duration::from_secs(1),
+        100,
+    )
+    .unwrap();
+    let url = format!("http://{}", server.addr);
+    let mut c = ConnectSource::new(&url).unwrap();
+    let err = c.next(Duration::from_secs(1)).err().unwrap().to_string();
+    assert!(err.contains("not collected yet"), "{err}");
+    let mut sim = SimSource::new("all").unwrap();
+    let since_start = sim.next(Duration::from_secs(2)).unwrap().unwrap();
+    let last = sim.next(Duration::from_secs(1)).unwrap().unwrap();
+    {
+        let mut sh = shared.lock().unwrap();
+        sh.snapshot = Some(since_start);
+        sh.interval_snapshot = Some(last.clone());
+    }
+    let got = c.next(Duration::from_secs(1)).unwrap().unwrap();
+    assert_eq!(got.pools.len(), last.pools.len());
+    for (g, w) in got.pools.iter().zip(&last.pools) {
+        assert_eq!(g.label(), w.label());
+        assert_eq!(g.alloc, w.alloc);
+        assert_eq!(g.recycle, w.recycle);
+        assert_eq!(g.advice, w.advice);
+    }
+    assert_eq!(c.describe(), format!("agent {url}"));
+    server.stop();
+    assert!(ConnectSource::new("ftp://x").is_err());
+}

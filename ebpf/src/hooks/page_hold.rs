@@ -1,0 +1,50 @@
+//! `page_hold`: pages entering the pool from the page allocator or provider.
+//!
+//! Raw tracepoint `page_pool:page_pool_state_hold` (`tp_state_hold`) first: it is the exact
+//! source and fires for memory providers too. Else kprobe `pp_hold` / fentry `fe_hold` on
+//! `page_pool_set_pp_info`, called once per page the slow path brings in (memory providers may
+//! bypass it).
+
+use aya_ebpf::{
+    macros::{fentry, kprobe, raw_tracepoint},
+    programs::{FEntryContext, ProbeContext, RawTracePointContext},
+};
+
+use crate::{
+    kmem::arg,
+    pool::{counters, refresh_device},
+};
+
+#[inline(always)]
+fn on_hold(pool: u64) {
+    let mut refresh = false;
+    if let Some(c) = counters(pool) {
+        c.hold_pages += 1;
+        // Pages enter a pool by the thousand under churn: the device is checked on the first
+        // page of a pool on this CPU and every 64th after (at every page it tripled this
+        // program's cost; BENCHMARKS.md), still within one slow-path batch of a new pool.
+        refresh = c.hold_pages % 64 == 1;
+    }
+    if refresh {
+        refresh_device(pool);
+    }
+}
+
+#[kprobe]
+pub fn pp_hold(ctx: ProbeContext) -> u32 {
+    on_hold(arg(&ctx, 0));
+    0
+}
+
+#[fentry]
+pub fn fe_hold(ctx: FEntryContext) -> u32 {
+    on_hold(ctx.arg::<u64>(0));
+    0
+}
+
+// Raw tracepoint: the pool is argument 0 in every kernel's TP_PROTO.
+#[raw_tracepoint(tracepoint = "page_pool_state_hold")]
+pub fn tp_state_hold(ctx: RawTracePointContext) -> i32 {
+    on_hold(ctx.arg::<u64>(0));
+    0
+}

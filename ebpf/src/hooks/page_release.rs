@@ -1,0 +1,54 @@
+//! `page_release`: pages leaving the pool, so ring_full.
+//!
+//! Raw tracepoint `page_pool:page_pool_state_release` (`tp_state_release`) first: it is the
+//! exact source and fires for memory providers too. Else kprobe `pp_release` / fentry
+//! `fe_release` on `page_pool_return_netmem` (older kernels: `page_pool_return_page`).
+
+use aya_ebpf::{
+    helpers::bpf_get_current_pid_tgid,
+    macros::{fentry, kprobe, raw_tracepoint},
+    programs::{FEntryContext, ProbeContext, RawTracePointContext},
+};
+use ppscope_common::site;
+
+use crate::{
+    frames::frame,
+    kmem::arg,
+    pool::{counters, record_state},
+};
+
+#[inline(always)]
+fn on_release(pool: u64) {
+    if let Some(c) = counters(pool) {
+        c.release_pages += 1;
+    }
+    record_state(pool);
+    // Tell an open recycle frame of this task that its page left the pool.
+    let me = bpf_get_current_pid_tgid();
+    for s in [site::PUT, site::BULK] {
+        if let Some(f) = frame(s) {
+            if f.pid_tgid == me && f.pool == pool {
+                f.released += 1;
+            }
+        }
+    }
+}
+
+#[kprobe]
+pub fn pp_release(ctx: ProbeContext) -> u32 {
+    on_release(arg(&ctx, 0));
+    0
+}
+
+#[fentry]
+pub fn fe_release(ctx: FEntryContext) -> u32 {
+    on_release(ctx.arg::<u64>(0));
+    0
+}
+
+// Raw tracepoint: the pool is argument 0 in every kernel's TP_PROTO.
+#[raw_tracepoint(tracepoint = "page_pool_state_release")]
+pub fn tp_state_release(ctx: RawTracePointContext) -> i32 {
+    on_release(ctx.arg::<u64>(0));
+    0
+}

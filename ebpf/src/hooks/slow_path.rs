@@ -1,0 +1,54 @@
+//! `slow_path`: slow-path calls and their latency.
+//!
+//! On `__page_pool_alloc_netmems_slow` (older kernels: `__page_pool_alloc_pages_slow`): kprobe
+//! `pp_slow_entry` + kretprobe `pp_slow_exit`, or fentry `fe_slow_entry` + fexit `fx_slow_exit`.
+
+use aya_ebpf::{
+    macros::{fentry, fexit, kprobe, kretprobe},
+    programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
+};
+use ppscope_common::site;
+
+use crate::{
+    frames::{close_frame, open_frame},
+    kmem::{arg, now_ns},
+    pool::{counters, hist_add, record_state, Hist},
+};
+
+#[inline(always)]
+fn on_slow_exit() {
+    let Some(f) = close_frame(site::SLOW) else {
+        return;
+    };
+    let elapsed = now_ns().saturating_sub(f.start_ns);
+    record_state(f.pool);
+    if let Some(c) = counters(f.pool) {
+        c.slow_calls += 1;
+        c.slow_ns_sum += elapsed;
+    }
+    hist_add(f.pool, Hist::Slow, elapsed);
+}
+
+#[kprobe]
+pub fn pp_slow_entry(ctx: ProbeContext) -> u32 {
+    open_frame(site::SLOW, arg(&ctx, 0), 0, true);
+    0
+}
+
+#[kretprobe]
+pub fn pp_slow_exit(_ctx: RetProbeContext) -> u32 {
+    on_slow_exit();
+    0
+}
+
+#[fentry]
+pub fn fe_slow_entry(ctx: FEntryContext) -> u32 {
+    open_frame(site::SLOW, ctx.arg::<u64>(0), 0, true);
+    0
+}
+
+#[fexit]
+pub fn fx_slow_exit(_ctx: FExitContext) -> u32 {
+    on_slow_exit();
+    0
+}

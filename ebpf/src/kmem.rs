@@ -1,0 +1,122 @@
+//! Reading kernel memory (every offset comes from `PPSCOPE_CONFIG`; an unknown one reads as
+//! `None`), and small generic helpers.
+
+use aya_ebpf::{
+    helpers::{bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes},
+    programs::ProbeContext,
+};
+use ppscope_common::{DeviceIdentity, LATENCY_BUCKETS, OFFSET_UNKNOWN};
+
+use crate::config;
+
+/// Reads a `T` at `base + offset` in kernel memory, or `None` when the offset is unknown.
+#[inline(always)]
+pub(crate) fn read_field<T>(base: u64, offset: u32) -> Option<T> {
+    if base == 0 || offset == OFFSET_UNKNOWN {
+        return None;
+    }
+    // SAFETY: bpf_probe_read_kernel checks the address; a bad one returns an error.
+    unsafe { bpf_probe_read_kernel((base + offset as u64) as *const T).ok() }
+}
+
+/// The net_device of a pool: its NAPI's device first (a pool whose device moved to another
+/// netns is re-parented to the old netns' loopback in `slow.netdev`, but its NAPI still names
+/// the real device), then `slow.netdev`, then the net_device around `p.dev` when that device
+/// is of class "net" (veth, which registers neither).
+#[inline(always)]
+pub(crate) fn pool_netdev(pool: u64, o: &ppscope_common::KernelOffsets) -> Option<u64> {
+    if let Some(napi) = read_field::<u64>(pool, o.pool_napi).filter(|n| *n != 0) {
+        if let Some(dev) = read_field::<u64>(napi, o.napi_dev).filter(|d| *d != 0) {
+            return Some(dev);
+        }
+    }
+    if let Some(dev) = read_field::<u64>(pool, o.pool_netdev).filter(|d| *d != 0) {
+        return Some(dev);
+    }
+    let device = read_field::<u64>(pool, o.pool_dev).filter(|d| *d != 0)?;
+    let class = read_field::<u64>(device, o.device_class).filter(|c| *c != 0)?;
+    let name = read_field::<u64>(class, o.class_name).filter(|n| *n != 0)?;
+    if read_field::<[u8; 4]>(name, 0)? != *b"net\0" || o.netdev_dev == OFFSET_UNKNOWN {
+        return None;
+    }
+    device.checked_sub(o.netdev_dev as u64)
+}
+
+/// Copies a kernel C string (up to 15 bytes) into a NUL-padded array.
+#[inline(always)]
+pub(crate) fn read_cstr16(ptr: u64) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    if ptr != 0 {
+        // SAFETY: the helper bounds the copy by the slice and checks the address.
+        let _ = unsafe { bpf_probe_read_kernel_str_bytes(ptr as *const u8, &mut out) };
+    }
+    out
+}
+
+/// The driver of a net_device: its bus device's driver, else its rtnl link kind.
+#[inline(always)]
+pub(crate) fn driver_name(netdev: u64, o: &ppscope_common::KernelOffsets) -> [u8; 16] {
+    if o.netdev_dev != OFFSET_UNKNOWN {
+        let device = netdev + o.netdev_dev as u64;
+        if let Some(parent) = read_field::<u64>(device, o.device_parent).filter(|p| *p != 0) {
+            if let Some(drv) = read_field::<u64>(parent, o.device_driver).filter(|d| *d != 0) {
+                if let Some(name) = read_field::<u64>(drv, o.driver_name) {
+                    return read_cstr16(name);
+                }
+            }
+        }
+    }
+    match read_field::<u64>(netdev, o.netdev_link_ops).filter(|p| *p != 0) {
+        Some(ops) => read_cstr16(read_field::<u64>(ops, o.link_ops_kind).unwrap_or(0)),
+        None => [0; 16],
+    }
+}
+
+/// What `netdev` is (ifindex, name) and, for a NAPI instance, its id (`napi` 0: none).
+#[inline(always)]
+pub(crate) fn device_identity(netdev: u64, napi: u64) -> DeviceIdentity {
+    let o = config().offsets;
+    DeviceIdentity {
+        ifindex: read_field::<u32>(netdev, o.netdev_ifindex).unwrap_or(0),
+        napi_id: read_field::<u32>(napi, o.napi_id).unwrap_or(0),
+        netdev,
+        ifname: read_field::<[u8; 16]>(netdev, o.netdev_name).unwrap_or([0; 16]),
+    }
+}
+
+/// The rx queue number of a gve rx ring (`rx->q_num`).
+#[inline(always)]
+pub(crate) fn gve_queue_of_rx(rx: u64) -> Option<u32> {
+    read_field::<u32>(rx, config().offsets.gve_rx_q_num)
+}
+
+#[inline(always)]
+pub(crate) fn now_ns() -> u64 {
+    // SAFETY: helper without arguments.
+    unsafe { bpf_ktime_get_ns() }
+}
+
+#[inline(always)]
+pub(crate) fn log2_bucket(mut v: u64) -> usize {
+    let mut b = 0usize;
+    // Bounded: at most 6 halvings of the shift, the verifier sees a fixed trip count.
+    let mut shift = 32u32;
+    while shift > 0 {
+        if v >> shift != 0 {
+            v >>= shift;
+            b += shift as usize;
+        }
+        shift >>= 1;
+    }
+    if b >= LATENCY_BUCKETS {
+        LATENCY_BUCKETS - 1
+    } else {
+        b
+    }
+}
+
+/// Argument `n` of a kprobe, 0 when it cannot be read.
+#[inline(always)]
+pub(crate) fn arg(ctx: &ProbeContext, n: usize) -> u64 {
+    ctx.arg::<u64>(n).unwrap_or(0)
+}

@@ -1,0 +1,74 @@
+//! Every BPF map. A map's ELF name is its static's name, which the agent opens it by.
+
+use aya_ebpf::{
+    macros::map,
+    maps::{LruHashMap, LruPerCpuHashMap, PerCpuArray},
+};
+use ppscope_common::{
+    site, site_stat, DeviceIdentity, DropKey, Frame, NapiCounters, PoolHists, PoolHot,
+    PoolIdentity, PoolState, SiteStats, MAX_POOLS,
+};
+
+#[map]
+pub(crate) static POOL_COUNTERS: LruPerCpuHashMap<u64, PoolHot> =
+    LruPerCpuHashMap::with_max_entries(MAX_POOLS, 0);
+
+/// Rare-event histograms per pool, shared by all CPUs (atomic adds).
+#[map]
+pub(crate) static POOL_HISTS: LruHashMap<u64, PoolHists> =
+    LruHashMap::with_max_entries(MAX_POOLS, 0);
+
+#[map]
+pub(crate) static ZERO_HISTS: PerCpuArray<PoolHists> = PerCpuArray::with_max_entries(1, 0);
+
+#[map]
+pub(crate) static POOL_IDENTITY: LruHashMap<u64, PoolIdentity> =
+    LruHashMap::with_max_entries(MAX_POOLS, 0);
+
+#[map]
+pub(crate) static FRAMES: PerCpuArray<Frame> = PerCpuArray::with_max_entries(site::COUNT, 0);
+
+/// Whole-site stats (devmem, provider, gve alloc), indexed by `site_stat::*`.
+#[map]
+pub(crate) static SITE_STATS: PerCpuArray<SiteStats> =
+    PerCpuArray::with_max_entries(site_stat::COUNT, 0);
+
+/// gve NAPI poll duration and work, per rx queue.
+#[map]
+pub(crate) static GVE_POLL: LruPerCpuHashMap<u32, SiteStats> =
+    LruPerCpuHashMap::with_max_entries(1024, 0);
+
+/// Which gve rx queue a pool belongs to (from `gve_rx_create_page_pool`).
+#[map]
+pub(crate) static GVE_POOL_QUEUE: LruHashMap<u64, u32> = LruHashMap::with_max_entries(MAX_POOLS, 0);
+
+#[map]
+pub(crate) static ZERO_SITE: PerCpuArray<SiteStats> = PerCpuArray::with_max_entries(1, 0);
+
+/// Ring fill and inflight pages per pool, as of the pool's last rare event.
+#[map]
+pub(crate) static POOL_STATE: LruHashMap<u64, PoolState> =
+    LruHashMap::with_max_entries(MAX_POOLS, 0);
+
+/// NAPI polls per NAPI instance (key: `struct napi_struct *`).
+#[map]
+pub(crate) static NAPI_COUNTERS: LruPerCpuHashMap<u64, NapiCounters> =
+    LruPerCpuHashMap::with_max_entries(MAX_POOLS, 0);
+
+/// Device behind each NAPI instance (key: napi pointer) and each dropping device (key: netdev).
+#[map]
+pub(crate) static NAPI_IDENTITY: LruHashMap<u64, DeviceIdentity> =
+    LruHashMap::with_max_entries(MAX_POOLS, 0);
+
+#[map]
+pub(crate) static DROP_DEVICES: LruHashMap<u64, DeviceIdentity> =
+    LruHashMap::with_max_entries(MAX_POOLS, 0);
+
+/// skb drops per device and reason (normal frees, SKB_CONSUMED, are not counted).
+#[map]
+pub(crate) static DROPS: LruPerCpuHashMap<DropKey, u64> =
+    LruPerCpuHashMap::with_max_entries(MAX_POOLS, 0);
+
+/// A zeroed counter set to insert on first sight; a map value is too big for the BPF stack.
+#[map]
+pub(crate) static ZERO_COUNTERS: PerCpuArray<PoolHot> = PerCpuArray::with_max_entries(1, 0);

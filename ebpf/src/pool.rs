@@ -1,0 +1,265 @@
+//! Per-pool state shared by the hooks: counters per CPU, identity, ring gauges and rare-event
+//! histograms; and per-site stats (whole-site hooks, gve polls).
+
+use ppscope_common::{PoolHot, PoolIdentity, PoolState, ProbeConfig, SiteStats};
+
+use crate::{
+    config,
+    kmem::{driver_name, log2_bucket, pool_netdev, read_field},
+    maps::{
+        POOL_COUNTERS, POOL_HISTS, POOL_IDENTITY, POOL_STATE, SITE_STATS, ZERO_COUNTERS, ZERO_HISTS,
+    },
+};
+
+/// Reads the identity of a pool the first time it is seen.
+#[inline(always)]
+pub(crate) fn record_identity(pool: u64, cfg: &ProbeConfig) {
+    // SAFETY: read-only lookup; a value aliased by a concurrent update is only an identity.
+    if unsafe { POOL_IDENTITY.get(pool) }.is_some() {
+        return;
+    }
+    let _ = POOL_IDENTITY.insert(pool, read_identity(pool, cfg), 0);
+}
+
+/// What the kernel says about `pool` and its device now.
+#[inline(always)]
+pub(crate) fn read_identity(pool: u64, cfg: &ProbeConfig) -> PoolIdentity {
+    let o = &cfg.offsets;
+    let mut id = PoolIdentity::EMPTY;
+    // The queue index means something only when the driver registered the pool with its netdev.
+    if read_field::<u64>(pool, o.pool_netdev).unwrap_or(0) != 0 {
+        if let Some(v) = read_field::<u32>(pool, o.pool_queue_idx) {
+            id.queue_idx = v;
+            id.known |= PoolIdentity::KNOWN_QUEUE;
+        }
+    }
+    if let Some(v) = read_field::<u32>(pool, o.pool_size) {
+        id.pool_size = v;
+        id.known |= PoolIdentity::KNOWN_POOL_SIZE;
+    }
+    if let Some(v) = read_field::<u32>(pool, o.pool_ring_size) {
+        id.ring_size = v;
+        id.known |= PoolIdentity::KNOWN_RING_SIZE;
+    }
+    if let Some(v) = read_field::<u32>(pool, o.pool_user_id) {
+        id.netlink_id = v;
+        id.known |= PoolIdentity::KNOWN_NETLINK_ID;
+    }
+    if let Some(v) = read_field::<u32>(pool, o.pool_order) {
+        id.order = v;
+        id.known |= PoolIdentity::KNOWN_ORDER;
+    }
+    if let Some(v) = read_field::<u64>(pool, o.pool_mp) {
+        id.has_memory_provider = (v != 0) as u32;
+        id.known |= PoolIdentity::KNOWN_MEMORY_PROVIDER;
+    }
+    if let Some(netdev) = pool_netdev(pool, o) {
+        id.netdev = netdev;
+        id.driver = driver_name(netdev, o);
+        if let Some(v) = read_field::<u32>(netdev, o.netdev_ifindex) {
+            id.ifindex = v;
+            id.known |= PoolIdentity::KNOWN_IFINDEX;
+        }
+        if let Some(name) = read_field::<[u8; 16]>(netdev, o.netdev_name) {
+            id.ifname = name;
+            id.known |= PoolIdentity::KNOWN_IFNAME;
+        }
+    }
+    id
+}
+
+/// The identity is read once per pool address, but a pool's device can change under it: an
+/// interface renamed, or a pool freed and a new one (another device's) born at its address.
+/// Rare events (pages entering the pool, refills) compare the device and its name with what
+/// was recorded and read the whole identity again when they differ, so names follow within
+/// one rare event.
+#[inline(always)]
+pub(crate) fn refresh_device(pool: u64) {
+    let Some(id) = POOL_IDENTITY.get_ptr_mut(pool) else {
+        return;
+    };
+    // SAFETY: a value of the shared identity map; a concurrent refresh writes the same facts.
+    let id = unsafe { &mut *id };
+    let cfg = config();
+    let o = &cfg.offsets;
+    let Some(netdev) = pool_netdev(pool, o) else {
+        return;
+    };
+    // Compared as two words: no memcmp in BPF.
+    let Some(name) = read_field::<[u64; 2]>(netdev, o.netdev_name) else {
+        return;
+    };
+    // SAFETY: [u8; 16] and [u64; 2] have the same size; any bit pattern is valid for both.
+    let recorded: [u64; 2] = unsafe { core::mem::transmute(id.ifname) };
+    if id.netdev == netdev && recorded[0] == name[0] && recorded[1] == name[1] {
+        return;
+    }
+    if id.netdev != netdev {
+        // Another device: another pool at this address; everything is read again.
+        *id = read_identity(pool, &cfg);
+    } else {
+        // SAFETY: as above.
+        id.ifname = unsafe { core::mem::transmute::<[u64; 2], [u8; 16]>(name) };
+        id.known |= PoolIdentity::KNOWN_IFNAME;
+    }
+}
+
+/// The counters of `pool` on this CPU, created (and the pool's identity read) on first sight.
+#[inline(always)]
+pub(crate) fn counters(pool: u64) -> Option<&'static mut PoolHot> {
+    if pool == 0 {
+        return None;
+    }
+    if let Some(c) = POOL_COUNTERS.get_ptr_mut(pool) {
+        // SAFETY: per-CPU value of this CPU; programs do not nest on one CPU for one map
+        // value except through NMI, which none of these hooks run in.
+        return Some(unsafe { &mut *c });
+    }
+    let cfg = config();
+    if cfg.only_ifindex != 0 {
+        let netdev = pool_netdev(pool, &cfg.offsets).unwrap_or(0);
+        let ifindex = read_field::<u32>(netdev, cfg.offsets.netdev_ifindex).unwrap_or(0);
+        if ifindex != cfg.only_ifindex {
+            return None;
+        }
+    }
+    record_identity(pool, &cfg);
+    let zero = ZERO_COUNTERS.get_ptr(0)?;
+    // SAFETY: the zero slot is never written.
+    let _ = POOL_COUNTERS.insert(pool, unsafe { &*zero }, 0);
+    POOL_COUNTERS.get_ptr_mut(pool).map(|c| {
+        // SAFETY: as above.
+        unsafe { &mut *c }
+    })
+}
+
+/// Reads the pool's ring fill and inflight pages (rare events only: refill, slow path,
+/// release). Release is rare only while the pool is healthy: a ring-full churn (veth + XDP on
+/// the host: ~26k releases/s) runs it per page, so it stays cheap: no timestamp (`stamp_ns`
+/// is read by nobody; it was 5× the floor's cost with the map update below, measured by
+/// `cargo xtask bench`) and an in-place write instead of a map update.
+#[inline(always)]
+pub(crate) fn record_state(pool: u64) {
+    let o = config().offsets;
+    let mut st = PoolState::default();
+    let size = read_field::<i32>(pool, o.pool_ring_size).unwrap_or(0);
+    if let (Some(prod), Some(cons)) = (
+        read_field::<i32>(pool, o.pool_ring_producer),
+        read_field::<i32>(pool, o.pool_ring_consumer_head),
+    ) {
+        if size > 0 && (0..size).contains(&prod) && (0..size).contains(&cons) {
+            let mut fill = prod - cons;
+            if fill < 0 {
+                fill += size;
+            }
+            // producer == consumer_head is empty or full: a full ring's next slot is taken.
+            if fill == 0 {
+                let queue = read_field::<u64>(pool, o.pool_ring_queue).unwrap_or(0);
+                if read_field::<u64>(queue, 0).is_some()
+                    && read_field::<u64>(queue + prod as u64 * 8, 0).unwrap_or(0) != 0
+                {
+                    fill = size;
+                }
+            }
+            st.ring_fill = fill as u32;
+            st.known |= 1;
+            hist_add(pool, Hist::Fill, fill as u64);
+        }
+    }
+    if let (Some(hold), Some(release)) = (
+        read_field::<u32>(pool, o.pool_hold_cnt),
+        read_field::<u32>(pool, o.pool_release_cnt),
+    ) {
+        st.inflight = hold.wrapping_sub(release);
+        st.known |= 2;
+    }
+    // An LRU hash update allocates a fresh element and frees the old one on every call; a
+    // write through the looked-up value does not. A reader racing the write may see fields
+    // of two updates mixed: both are gauges of the same moment, good enough for a gauge.
+    match POOL_STATE.get_ptr_mut(pool) {
+        // SAFETY: a map value stays valid for the program's run.
+        Some(p) => unsafe { *p = st },
+        None => {
+            let _ = POOL_STATE.insert(pool, st, 0);
+        }
+    }
+}
+
+/// Which rare-event histogram of a pool.
+#[derive(Clone, Copy)]
+pub(crate) enum Hist {
+    Slow,
+    FullRun,
+    EmptyRun,
+    Fill,
+}
+
+/// Adds one sample of `value` to a pool's shared histogram (created on first use).
+#[inline(always)]
+pub(crate) fn hist_add(pool: u64, which: Hist, value: u64) {
+    let mut h = POOL_HISTS.get_ptr_mut(pool);
+    if h.is_none() {
+        let Some(zero) = ZERO_HISTS.get_ptr(0) else {
+            return;
+        };
+        // SAFETY: the zero slot is never written. BPF_NOEXIST: a racing CPU's entry stays.
+        let _ = POOL_HISTS.insert(pool, unsafe { &*zero }, 1);
+        h = POOL_HISTS.get_ptr_mut(pool);
+    }
+    let Some(h) = h else { return };
+    // SAFETY: a map value lives as long as the program runs; every writer adds atomically.
+    let h = unsafe { &mut *h };
+    let arr = match which {
+        Hist::Slow => &mut h.slow_hist,
+        Hist::FullRun => &mut h.full_run_hist,
+        Hist::EmptyRun => &mut h.empty_run_hist,
+        Hist::Fill => &mut h.fill_hist,
+    };
+    if let Some(slot) = arr.get_mut(log2_bucket(value)) {
+        // SAFETY: an aligned u64 inside the map value; BPF has an atomic add even though the
+        // target lacks compare-and-swap (so core's AtomicU64 offers no fetch_add).
+        unsafe {
+            core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
+                slot as *mut u64,
+                1,
+            )
+        };
+    }
+}
+
+/// Ends a run in progress (if any) and files its length.
+#[inline(always)]
+pub(crate) fn close_run(pool: u64, run: &mut u64, which: Hist) {
+    if *run > 0 {
+        hist_add(pool, which, *run);
+        *run = 0;
+    }
+}
+
+/// Adds one call of `elapsed` ns carrying `value` (when `Some`) to a site's stats.
+#[inline(always)]
+pub(crate) fn site_add(stats: &mut SiteStats, elapsed: u64, value: Option<i64>) {
+    stats.calls += 1;
+    stats.ns_sum += elapsed;
+    if let Some(slot) = stats.ns_hist.get_mut(log2_bucket(elapsed)) {
+        *slot += 1;
+    }
+    match value {
+        Some(v) if v < 0 => stats.errors += 1,
+        Some(v) => {
+            stats.value_sum += v as u64;
+            if let Some(slot) = stats.value_hist.get_mut(log2_bucket(v as u64)) {
+                *slot += 1;
+            }
+        }
+        None => {}
+    }
+}
+
+#[inline(always)]
+pub(crate) fn site_record(index: u32, elapsed: u64, value: Option<i64>) {
+    if let Some(stats) = SITE_STATS.get_ptr_mut(index) {
+        // SAFETY: per-CPU slot of this CPU.
+        site_add(unsafe { &mut *stats }, elapsed, value);
+    }
+}

@@ -416,4 +416,49 @@ mod tests {
         let e = format!("{:#}", Recording::read(&path).unwrap_err());
         assert!(e.contains("needs at least 2"), "{e}");
     }
+
+    /// A recording made on a host with 64 KiB pages: its pool's 10 inflight pages pin 640 KiB
+    /// whatever the page size of the host that replays it.
+    #[test]
+    fn a_recording_replays_to_the_recorded_hosts_page_size() {
+        let dir = tempdir();
+        let path = dir.join("64k.ppscope");
+        let mut h = header();
+        h.page_size = Some(64 << 10);
+        let t0 = Instant::now();
+        let mut w = Writer::create(&path, &h).unwrap();
+        for i in 0..3u64 {
+            let mut s = sample(t0 + Duration::from_millis(10 * i), 100 * i);
+            for p in s.pools.values_mut() {
+                p.state = Some(PoolState {
+                    stamp_ns: 0,
+                    ring_fill: 0,
+                    inflight: 10,
+                    known: 2,
+                    _pad: 0,
+                });
+            }
+            w.append(&Frame::from_sample(&s, t0)).unwrap();
+        }
+        drop(w);
+        let rec = Recording::read(&path).unwrap();
+        assert_eq!(rec.header.facts().page_size, 64 << 10);
+        let samples = rec.samples();
+        let snap = crate::pipeline::assemble(&crate::pipeline::Window::over(
+            &rec.header.facts(),
+            &samples,
+        ));
+        assert_eq!(snap.pools[0].inflight_pages, Some(10));
+        assert_eq!(snap.pools[0].inflight_bytes, Some(10 * (64 << 10)));
+    }
+
+    /// Files written before the header carried the page size still read, with this host's.
+    #[test]
+    fn a_header_without_a_page_size_reads_with_this_hosts() {
+        let mut json = serde_json::to_value(header()).unwrap();
+        json.as_object_mut().unwrap().remove("page_size");
+        let h: Header = serde_json::from_value(json).unwrap();
+        assert_eq!(h.page_size, None);
+        assert_eq!(h.facts().page_size, kernel::page_size());
+    }
 }

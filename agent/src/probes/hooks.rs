@@ -356,3 +356,64 @@ pub(super) fn programs_of(def: &HookDef) -> Vec<&'static str> {
     }
     progs
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+    use crate::probes::EBPF_OBJECT;
+
+    /// Every program a hook may attach, whatever the backend.
+    fn all_programs(def: &HookDef) -> Vec<&'static str> {
+        let mut progs = programs_of(def);
+        progs.extend(def.tracepoint.as_ref().map(|t| t.prog));
+        progs
+    }
+
+    #[test]
+    fn hook_table_programs_are_all_in_the_built_object() {
+        let obj = aya_obj::Object::parse(EBPF_OBJECT).expect("the embedded object parses");
+        let in_object: HashSet<&str> = obj.programs.keys().map(String::as_str).collect();
+        let mut checked = 0;
+        for def in HOOKS {
+            let progs = all_programs(def);
+            assert!(!progs.is_empty(), "hook {} names no program", def.name);
+            for prog in progs {
+                assert!(
+                    in_object.contains(prog),
+                    "hook {} names program {prog}, which the eBPF object does not have",
+                    def.name
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked >= HOOKS.len());
+    }
+
+    #[test]
+    fn hook_table_rows_have_one_ebpf_file_each_holding_their_programs() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../ebpf/src/hooks");
+        let mut names = HashSet::new();
+        for def in HOOKS {
+            assert!(names.insert(def.name), "hook {} listed twice", def.name);
+            let file = dir.join(format!("{}.rs", def.name));
+            let text = std::fs::read_to_string(&file)
+                .unwrap_or_else(|e| panic!("hook {}: {}: {e}", def.name, file.display()));
+            for prog in all_programs(def) {
+                assert!(
+                    text.contains(&format!("pub fn {prog}(")),
+                    "program {prog} of hook {} is not in {}",
+                    def.name,
+                    file.display()
+                );
+            }
+        }
+        let files = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|f| f != "mod.rs")
+            .count();
+        assert_eq!(files, HOOKS.len(), "a file in {} has no row", dir.display());
+    }
+}

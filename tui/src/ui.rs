@@ -224,112 +224,124 @@ fn main(f: &mut Frame, app: &App, area: Rect) {
     }
 }
 
-struct Column {
-    title: &'static str,
-    width: u16,
-    /// Columns with the lowest priority go first when the terminal is narrow.
-    priority: u8,
-    sort: Option<SortKey>,
+/// A column of the pools table: its header, width, priority, sort key and cell, in one place.
+/// Adding a column is a variant here (and its line in each `match`), nothing else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Column {
+    Health,
+    Pool,
+    SizeRing,
+    Fill,
+    Alloc,
+    Fast,
+    Hit,
+    Slow,
+    Full,
+    P99,
+    Inflight,
+    Advice,
 }
 
-/// Width 0 marks the pool label, sized from the labels.
-const COLUMNS: [Column; 12] = [
-    Column {
-        title: "HEALTH",
-        width: 6,
-        priority: 10,
-        sort: Some(SortKey::Health),
-    },
-    Column {
-        title: "POOL",
-        width: 0,
-        priority: 10,
-        sort: Some(SortKey::Pool),
-    },
-    Column {
-        title: "SIZE/RING",
-        width: 11,
-        priority: 5,
-        sort: None,
-    },
-    Column {
-        title: "FILL",
-        width: 5,
-        priority: 2,
-        sort: None,
-    },
-    Column {
-        title: "ALLOC/s",
-        width: 7,
-        priority: 8,
-        sort: Some(SortKey::Alloc),
-    },
-    Column {
-        title: "FAST%",
-        width: 6,
-        priority: 6,
-        sort: Some(SortKey::Fast),
-    },
-    Column {
-        title: "HIT%",
-        width: 6,
-        priority: 9,
-        sort: Some(SortKey::Hit),
-    },
-    Column {
-        title: "SLOW/s",
-        width: 7,
-        priority: 9,
-        sort: Some(SortKey::Slow),
-    },
-    Column {
-        title: "FULL/s",
-        width: 7,
-        priority: 9,
-        sort: Some(SortKey::Full),
-    },
-    Column {
-        title: "SLOW p99",
-        width: 8,
-        priority: 7,
-        sort: Some(SortKey::P99),
-    },
-    Column {
-        title: "INFLIGHT",
-        width: 8,
-        priority: 3,
-        sort: Some(SortKey::Inflight),
-    },
-    Column {
-        title: "ADVICE",
-        width: 11,
-        priority: 4,
-        sort: None,
-    },
-];
+impl Column {
+    /// Left to right.
+    const ALL: [Column; 12] = [
+        Column::Health,
+        Column::Pool,
+        Column::SizeRing,
+        Column::Fill,
+        Column::Alloc,
+        Column::Fast,
+        Column::Hit,
+        Column::Slow,
+        Column::Full,
+        Column::P99,
+        Column::Inflight,
+        Column::Advice,
+    ];
 
-fn cell(i: usize, p: &PoolView, m: &Metrics) -> String {
-    match i {
-        0 => m.health.word().to_string(),
-        1 => m.label.clone(),
-        2 => {
-            let n = |v: Option<u32>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
-            format!("{}/{}", n(p.pool_size), n(p.ring_size))
+    fn title(self) -> &'static str {
+        match self {
+            Column::Health => "HEALTH",
+            Column::Pool => "POOL",
+            Column::SizeRing => "SIZE/RING",
+            Column::Fill => "FILL",
+            Column::Alloc => "ALLOC/s",
+            Column::Fast => "FAST%",
+            Column::Hit => "HIT%",
+            Column::Slow => "SLOW/s",
+            Column::Full => "FULL/s",
+            Column::P99 => "SLOW p99",
+            Column::Inflight => "INFLIGHT",
+            Column::Advice => "ADVICE",
         }
-        3 => m
-            .fill
-            .map_or_else(|| "?".into(), |r| format!("{:.0}%", r * 100.0)),
-        4 => fmt::si(m.alloc_s),
-        5 => fmt::pct(m.fast),
-        6 => fmt::pct(m.hit),
-        7 => fmt::si(m.slow_s),
-        8 => fmt::si(m.full_s),
-        9 => fmt::dur(m.p99_ns),
-        10 => fmt::bytes(m.inflight_bytes),
-        _ => p
-            .advice
-            .as_ref()
-            .map_or_else(|| "-".into(), |a| verdict_short(&a.verdict)),
+    }
+
+    /// Characters; `None` for the pool label, sized from the labels.
+    fn width(self) -> Option<u16> {
+        Some(match self {
+            Column::Pool => return None,
+            Column::Health | Column::Fast | Column::Hit => 6,
+            Column::Fill => 5,
+            Column::Alloc | Column::Slow | Column::Full => 7,
+            Column::P99 | Column::Inflight => 8,
+            Column::SizeRing | Column::Advice => 11,
+        })
+    }
+
+    /// Columns with the lowest priority go first when the terminal is narrow.
+    fn priority(self) -> u8 {
+        match self {
+            Column::Health | Column::Pool => 10,
+            Column::Hit | Column::Slow | Column::Full => 9,
+            Column::Alloc => 8,
+            Column::P99 => 7,
+            Column::Fast => 6,
+            Column::SizeRing => 5,
+            Column::Advice => 4,
+            Column::Inflight => 3,
+            Column::Fill => 2,
+        }
+    }
+
+    /// The sort key this column's header marks, if the table sorts by it.
+    fn sort(self) -> Option<SortKey> {
+        match self {
+            Column::Health => Some(SortKey::Health),
+            Column::Pool => Some(SortKey::Pool),
+            Column::Alloc => Some(SortKey::Alloc),
+            Column::Fast => Some(SortKey::Fast),
+            Column::Hit => Some(SortKey::Hit),
+            Column::Slow => Some(SortKey::Slow),
+            Column::Full => Some(SortKey::Full),
+            Column::P99 => Some(SortKey::P99),
+            Column::Inflight => Some(SortKey::Inflight),
+            Column::SizeRing | Column::Fill | Column::Advice => None,
+        }
+    }
+
+    fn cell(self, p: &PoolView, m: &Metrics) -> String {
+        match self {
+            Column::Health => m.health.word().to_string(),
+            Column::Pool => m.label.clone(),
+            Column::SizeRing => {
+                let n = |v: Option<u32>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
+                format!("{}/{}", n(p.pool_size), n(p.ring_size))
+            }
+            Column::Fill => m
+                .fill
+                .map_or_else(|| "?".into(), |r| format!("{:.0}%", r * 100.0)),
+            Column::Alloc => fmt::si(m.alloc_s),
+            Column::Fast => fmt::pct(m.fast),
+            Column::Hit => fmt::pct(m.hit),
+            Column::Slow => fmt::si(m.slow_s),
+            Column::Full => fmt::si(m.full_s),
+            Column::P99 => fmt::dur(m.p99_ns),
+            Column::Inflight => fmt::bytes(m.inflight_bytes),
+            Column::Advice => p
+                .advice
+                .as_ref()
+                .map_or_else(|| "-".into(), |a| verdict_short(&a.verdict)),
+        }
     }
 }
 
@@ -360,27 +372,20 @@ fn table(f: &mut Frame, app: &App, area: Rect) {
         .unwrap_or(4)
         .clamp(6, 20) as u16;
     // Drop the least important columns until the rest fit.
-    let mut shown: Vec<usize> = (0..COLUMNS.len()).collect();
-    let width = |cols: &[usize]| -> u16 {
-        cols.iter()
-            .map(|&c| match COLUMNS[c].width {
-                0 => label_w,
-                w => w,
-            } + 1)
-            .sum()
-    };
+    let mut shown: Vec<Column> = Column::ALL.to_vec();
+    let width =
+        |cols: &[Column]| -> u16 { cols.iter().map(|c| c.width().unwrap_or(label_w) + 1).sum() };
     while width(&shown) > inner.width.saturating_add(1) && shown.len() > 2 {
         let (pos, _) = shown
             .iter()
             .enumerate()
-            .min_by_key(|(_, &c)| COLUMNS[c].priority)
+            .min_by_key(|(_, c)| c.priority())
             .expect("more than two columns");
         shown.remove(pos);
     }
-    let header = Row::new(shown.iter().map(|&c| {
-        let col = &COLUMNS[c];
-        let mut t = col.title.to_string();
-        if col.sort == Some(app.sort) {
+    let header = Row::new(shown.iter().map(|c| {
+        let mut t = c.title().to_string();
+        if c.sort() == Some(app.sort) {
             t.push(if app.reverse { '↑' } else { '↓' });
         }
         Cell::from(t)
@@ -391,12 +396,11 @@ fn table(f: &mut Frame, app: &App, area: Rect) {
     let offset = app.cursor.saturating_sub(body_h - 1);
     let rows = app.rows.iter().skip(offset).take(body_h).map(|&i| {
         let (p, m) = (&snap.pools[i], &app.metrics[i]);
-        Row::new(shown.iter().map(|&c| Cell::from(cell(c, p, m)))).style(health_style(m.health))
+        Row::new(shown.iter().map(|c| Cell::from(c.cell(p, m)))).style(health_style(m.health))
     });
-    let widths = shown.iter().map(|&c| match COLUMNS[c].width {
-        0 => Constraint::Length(label_w),
-        w => Constraint::Length(w),
-    });
+    let widths = shown
+        .iter()
+        .map(|c| Constraint::Length(c.width().unwrap_or(label_w)));
     let table = Table::new(rows, widths)
         .header(header)
         .column_spacing(1)

@@ -7,10 +7,7 @@
 //! own id when it has no netlink id.
 use std::fmt::Write;
 
-use crate::snapshot::{Latency, NapiView, PoolView, Snapshot};
-
-/// One figure of a pool, when known.
-type PoolFigure = fn(&PoolView) -> Option<u64>;
+use crate::snapshot::{DeviceView, Latency, NapiView, OverheadView, PoolView, Snapshot};
 
 /// What the agent knows about itself, for the self-metrics.
 #[derive(Debug, Clone, Default)]
@@ -135,11 +132,235 @@ fn pool_labels(p: &PoolView) -> (String, String, String) {
     (device, queue, pool)
 }
 
+/// Where a family's series come from.
+enum Series {
+    /// Per pool, one series per kind (`kind` label) that the pool knows.
+    PoolKinds(fn(&PoolView) -> [(&'static str, Option<u64>); 3]),
+    /// Per pool that knows the figure.
+    Pool(fn(&PoolView) -> Option<u64>),
+    /// Per pool that has the histogram.
+    PoolHistogram(fn(&PoolView) -> Option<&Latency>),
+    /// One histogram of the whole snapshot, when it has it.
+    Histogram(fn(&Snapshot) -> Option<&Latency>),
+    /// Per device with NAPI figures.
+    Napi(fn(&NapiView) -> u64),
+    /// Per device and drop reason.
+    Drops,
+    /// Per hook: 1 when attached, with its backend.
+    Hooks,
+    /// ppscope's own programs; the family is left out when BPF stats are off.
+    Overhead(fn(&OverheadView) -> f64),
+    /// The agent itself.
+    Agent(fn(&SelfStats, &Exported) -> f64),
+}
+
+/// What this rendering exported, for the agent's own families.
+struct Exported {
+    pools: usize,
+    dropped: u64,
+}
+
+/// One metric family: its name, type, help, and where its series come from.
+struct FamilyDef {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    series: Series,
+}
+
+const fn family(
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    series: Series,
+) -> FamilyDef {
+    FamilyDef {
+        name,
+        kind,
+        help,
+        series,
+    }
+}
+
+/// Every family, in the order they are written. Adding a metric is a row here.
+const FAMILIES: &[FamilyDef] = &[
+    family(
+        "ppscope_page_pool_alloc_total",
+        "counter",
+        "Page allocations by where they were served: alloc cache, ptr_ring refill, slow path.",
+        Series::PoolKinds(|p| {
+            [
+                ("cache", p.alloc.cache),
+                ("ring", p.alloc.ring),
+                ("slow", p.alloc.slow),
+            ]
+        }),
+    ),
+    family(
+        "ppscope_page_pool_recycle_total",
+        "counter",
+        "Recycled pages by where they went: alloc cache, ptr_ring, or out of the pool (ring full).",
+        Series::PoolKinds(|p| {
+            [
+                ("cached", p.recycle.cached),
+                ("ring", p.recycle.ring),
+                ("ring_full", p.recycle.ring_full),
+            ]
+        }),
+    ),
+    family(
+        "ppscope_page_pool_pages_allocated_total",
+        "counter",
+        "Pages that entered the pool from the page allocator or a memory provider.",
+        Series::Pool(|p| p.pages.allocated),
+    ),
+    family(
+        "ppscope_page_pool_pages_released_total",
+        "counter",
+        "Pages that left the pool (ring full, not recyclable, teardown).",
+        Series::Pool(|p| p.pages.released),
+    ),
+    family(
+        "ppscope_page_pool_slow_path_seconds",
+        "histogram",
+        "Time spent in the page_pool slow path (page allocator, 64 pages per call).",
+        Series::PoolHistogram(|p| p.slow_path_latency.as_ref()),
+    ),
+    family(
+        "ppscope_page_pool_ring_size",
+        "gauge",
+        "Entries of the pool's ptr_ring.",
+        Series::Pool(|p| p.ring_size.map(u64::from)),
+    ),
+    family(
+        "ppscope_page_pool_pool_size",
+        "gauge",
+        "pool_size the driver asked for.",
+        Series::Pool(|p| p.pool_size.map(u64::from)),
+    ),
+    family(
+        "ppscope_page_pool_ring_fill",
+        "gauge",
+        "Entries in the ring at the pool's last refill, slow path or release.",
+        Series::Pool(|p| p.ring_fill.map(u64::from)),
+    ),
+    family(
+        "ppscope_page_pool_inflight_bytes",
+        "gauge",
+        "Memory of the pages out of the pool (held by the driver, the stack or sockets).",
+        Series::Pool(|p| p.inflight_bytes),
+    ),
+    family(
+        "ppscope_page_pool_recommended_ring_size",
+        "gauge",
+        "Ring size the advice recommends for this pool.",
+        Series::Pool(|p| p.advice.as_ref().map(|a| u64::from(a.recommended_size))),
+    ),
+    family(
+        "ppscope_devmem_dontneed_seconds",
+        "histogram",
+        "Latency of SO_DEVMEM_DONTNEED (sock_devmem_dontneed).",
+        Series::Histogram(|s| {
+            s.devmem
+                .as_ref()
+                .and_then(|d| d.dontneed.as_ref())
+                .and_then(|s| s.latency.as_ref())
+        }),
+    ),
+    family(
+        "ppscope_napi_polls_total",
+        "counter",
+        "NAPI polls of the devices whose pools are watched.",
+        Series::Napi(|n| n.polls),
+    ),
+    family(
+        "ppscope_napi_full_budget_polls_total",
+        "counter",
+        "NAPI polls that used their whole budget (the device had more packets than a poll takes).",
+        Series::Napi(|n| n.full_budget_polls),
+    ),
+    family(
+        "ppscope_drops_total",
+        "counter",
+        "Packets dropped on the devices whose pools are watched, by kernel drop reason.",
+        Series::Drops,
+    ),
+    family(
+        "ppscope_hook_attached",
+        "gauge",
+        "1 when the hook is attached, with the backend serving it.",
+        Series::Hooks,
+    ),
+    family(
+        "ppscope_bpf_run_seconds_total",
+        "counter",
+        "Time spent in ppscope's own BPF programs (BPF_ENABLE_STATS).",
+        Series::Overhead(|o| o.run_ns as f64 / 1e9),
+    ),
+    family(
+        "ppscope_bpf_runs_total",
+        "counter",
+        "Runs of ppscope's own BPF programs.",
+        Series::Overhead(|o| o.runs as f64),
+    ),
+    family(
+        "ppscope_map_entries",
+        "gauge",
+        "Pools in ppscope's per-pool kernel map.",
+        Series::Agent(|me, _| me.map_entries as f64),
+    ),
+    family(
+        "ppscope_map_capacity",
+        "gauge",
+        "Capacity of that map; at capacity the least recently seen pool is evicted.",
+        Series::Agent(|me, _| me.map_capacity as f64),
+    ),
+    family(
+        "ppscope_collections_total",
+        "counter",
+        "Collections of the kernel maps.",
+        Series::Agent(|me, _| me.collections as f64),
+    ),
+    family(
+        "ppscope_collection_errors_total",
+        "counter",
+        "Collections that failed (the metrics keep their last values).",
+        Series::Agent(|me, _| me.collection_errors as f64),
+    ),
+    family(
+        "ppscope_collection_duration_seconds",
+        "gauge",
+        "Time the last collection took.",
+        Series::Agent(|me, _| me.last_collection_seconds),
+    ),
+    family(
+        "ppscope_scrape_duration_seconds",
+        "gauge",
+        "Time the previous scrape took to render.",
+        Series::Agent(|me, _| me.last_scrape_seconds),
+    ),
+    family(
+        "ppscope_series_dropped_total",
+        "counter",
+        "Pool series left out by the --max-pools cap.",
+        Series::Agent(|me, e| (me.series_dropped + e.dropped) as f64),
+    ),
+    family(
+        "ppscope_pools",
+        "gauge",
+        "Pools exported.",
+        Series::Agent(|_, e| e.pools as f64),
+    ),
+];
+
 /// Renders everything; `max_pools` bounds the pool series (the rest are counted as dropped).
 pub fn render(snap: &Snapshot, me: &SelfStats, format: Format, max_pools: usize) -> (String, u64) {
     let mut out = String::new();
     let pools: Vec<&PoolView> = snap.pools.iter().take(max_pools).collect();
-    let dropped = snap.pools.len().saturating_sub(max_pools) as u64;
+    let exported = Exported {
+        pools: pools.len(),
+        dropped: snap.pools.len().saturating_sub(max_pools) as u64,
+    };
     let ids: Vec<(String, String, String)> = pools.iter().map(|p| pool_labels(p)).collect();
     let base = |i: usize| -> Vec<(&str, &str)> {
         vec![
@@ -148,274 +369,84 @@ pub fn render(snap: &Snapshot, me: &SelfStats, format: Format, max_pools: usize)
             ("pool", ids[i].2.as_str()),
         ]
     };
-
-    for (name, help, kinds) in [
-        (
-            "ppscope_page_pool_alloc_total",
-            "Page allocations by where they were served: alloc cache, ptr_ring refill, slow path.",
-            (|p: &PoolView| {
-                [
-                    ("cache", p.alloc.cache),
-                    ("ring", p.alloc.ring),
-                    ("slow", p.alloc.slow),
-                ]
-            }) as fn(&PoolView) -> [(&'static str, Option<u64>); 3],
-        ),
-        (
-            "ppscope_page_pool_recycle_total",
-            "Recycled pages by where they went: alloc cache, ptr_ring, or out of the pool (ring full).",
-            |p: &PoolView| {
-                [
-                    ("cached", p.recycle.cached),
-                    ("ring", p.recycle.ring),
-                    ("ring_full", p.recycle.ring_full),
-                ]
-            },
-        ),
-    ] {
-        let mut f = Family::new(&mut out, format, name, "counter", help);
-        for (i, p) in pools.iter().enumerate() {
-            for (kind, v) in kinds(p) {
-                if let Some(v) = v {
-                    let mut l = base(i);
-                    l.push(("kind", kind));
-                    f.sample("", &labels(&l), v as f64);
+    let device = |d: &DeviceView| d.ifname.clone().unwrap_or_default();
+    for def in FAMILIES {
+        if matches!(def.series, Series::Overhead(_)) && snap.overhead.is_none() {
+            continue;
+        }
+        let mut f = Family::new(&mut out, format, def.name, def.kind, def.help);
+        match &def.series {
+            Series::PoolKinds(kinds) => {
+                for (i, p) in pools.iter().enumerate() {
+                    for (kind, v) in kinds(p) {
+                        if let Some(v) = v {
+                            let mut l = base(i);
+                            l.push(("kind", kind));
+                            f.sample("", &labels(&l), v as f64);
+                        }
+                    }
                 }
             }
-        }
-    }
-    // Families with one series per pool that has the figure.
-    let per_pool = |out: &mut String, kind: &str, table: &[(&'static str, &str, PoolFigure)]| {
-        for &(name, help, get) in table {
-            let mut f = Family::new(out, format, name, kind, help);
-            for (i, p) in pools.iter().enumerate() {
-                if let Some(v) = get(p) {
-                    f.sample("", &labels(&base(i)), v as f64);
+            Series::Pool(get) => {
+                for (i, p) in pools.iter().enumerate() {
+                    if let Some(v) = get(p) {
+                        f.sample("", &labels(&base(i)), v as f64);
+                    }
                 }
             }
-        }
-    };
-    per_pool(
-        &mut out,
-        "counter",
-        &[
-            (
-                "ppscope_page_pool_pages_allocated_total",
-                "Pages that entered the pool from the page allocator or a memory provider.",
-                |p| p.pages.allocated,
-            ),
-            (
-                "ppscope_page_pool_pages_released_total",
-                "Pages that left the pool (ring full, not recyclable, teardown).",
-                |p| p.pages.released,
-            ),
-        ],
-    );
-    {
-        let mut f = Family::new(
-            &mut out,
-            format,
-            "ppscope_page_pool_slow_path_seconds",
-            "histogram",
-            "Time spent in the page_pool slow path (page allocator, 64 pages per call).",
-        );
-        for (i, p) in pools.iter().enumerate() {
-            if let Some(l) = &p.slow_path_latency {
-                f.histogram(&base(i), l);
+            Series::PoolHistogram(get) => {
+                for (i, p) in pools.iter().enumerate() {
+                    if let Some(l) = get(p) {
+                        f.histogram(&base(i), l);
+                    }
+                }
             }
-        }
-    }
-    per_pool(
-        &mut out,
-        "gauge",
-        &[
-            (
-                "ppscope_page_pool_ring_size",
-                "Entries of the pool's ptr_ring.",
-                |p| p.ring_size.map(u64::from),
-            ),
-            (
-                "ppscope_page_pool_pool_size",
-                "pool_size the driver asked for.",
-                |p| p.pool_size.map(u64::from),
-            ),
-            (
-                "ppscope_page_pool_ring_fill",
-                "Entries in the ring at the pool's last refill, slow path or release.",
-                |p| p.ring_fill.map(u64::from),
-            ),
-            (
-                "ppscope_page_pool_inflight_bytes",
-                "Memory of the pages out of the pool (held by the driver, the stack or sockets).",
-                |p| p.inflight_bytes,
-            ),
-            (
-                "ppscope_page_pool_recommended_ring_size",
-                "Ring size the advice recommends for this pool.",
-                |p| p.advice.as_ref().map(|a| u64::from(a.recommended_size)),
-            ),
-        ],
-    );
-    {
-        let mut f = Family::new(
-            &mut out,
-            format,
-            "ppscope_devmem_dontneed_seconds",
-            "histogram",
-            "Latency of SO_DEVMEM_DONTNEED (sock_devmem_dontneed).",
-        );
-        if let Some(l) = snap
-            .devmem
-            .as_ref()
-            .and_then(|d| d.dontneed.as_ref())
-            .and_then(|s| s.latency.as_ref())
-        {
-            f.histogram(&[], l);
-        }
-    }
-    for (name, help, get) in [
-        (
-            "ppscope_napi_polls_total",
-            "NAPI polls of the devices whose pools are watched.",
-            (|n: &NapiView| n.polls) as fn(&NapiView) -> u64,
-        ),
-        (
-            "ppscope_napi_full_budget_polls_total",
-            "NAPI polls that used their whole budget (the device had more packets than a poll takes).",
-            |n: &NapiView| n.full_budget_polls,
-        ),
-    ] {
-        let mut f = Family::new(&mut out, format, name, "counter", help);
-        for d in &snap.devices {
-            if let Some(n) = &d.napi {
-                f.sample(
-                    "",
-                    &labels(&[("device", d.ifname.as_deref().unwrap_or(""))]),
-                    get(n) as f64,
-                );
+            Series::Histogram(get) => {
+                if let Some(l) = get(snap) {
+                    f.histogram(&[], l);
+                }
             }
-        }
-    }
-    {
-        let mut f = Family::new(
-            &mut out,
-            format,
-            "ppscope_drops_total",
-            "counter",
-            "Packets dropped on the devices whose pools are watched, by kernel drop reason.",
-        );
-        for d in &snap.devices {
-            for drop in &d.drops {
-                let reason = drop
-                    .reason_name
-                    .clone()
-                    .unwrap_or_else(|| drop.reason.to_string());
-                f.sample(
-                    "",
-                    &labels(&[
-                        ("device", d.ifname.as_deref().unwrap_or("")),
-                        ("reason", &reason),
-                    ]),
-                    drop.count as f64,
-                );
+            Series::Napi(get) => {
+                for d in &snap.devices {
+                    if let Some(n) = &d.napi {
+                        f.sample("", &labels(&[("device", &device(d))]), get(n) as f64);
+                    }
+                }
             }
+            Series::Drops => {
+                for d in &snap.devices {
+                    for drop in &d.drops {
+                        let reason = drop
+                            .reason_name
+                            .clone()
+                            .unwrap_or_else(|| drop.reason.to_string());
+                        let l = labels(&[("device", &device(d)), ("reason", &reason)]);
+                        f.sample("", &l, drop.count as f64);
+                    }
+                }
+            }
+            Series::Hooks => {
+                for (name, h) in &snap.backends {
+                    let backend = h
+                        .backend
+                        .map(|b| format!("{b:?}").to_lowercase())
+                        .unwrap_or_else(|| "none".into());
+                    let l = labels(&[("hook", name), ("backend", &backend)]);
+                    f.sample("", &l, if h.attached() { 1.0 } else { 0.0 });
+                }
+            }
+            Series::Overhead(get) => {
+                if let Some(o) = &snap.overhead {
+                    f.sample("", "", get(o));
+                }
+            }
+            Series::Agent(get) => f.sample("", "", get(me, &exported)),
         }
-    }
-    {
-        let mut f = Family::new(
-            &mut out,
-            format,
-            "ppscope_hook_attached",
-            "gauge",
-            "1 when the hook is attached, with the backend serving it.",
-        );
-        for (name, h) in &snap.backends {
-            let backend = h
-                .backend
-                .map(|b| format!("{b:?}").to_lowercase())
-                .unwrap_or_else(|| "none".into());
-            f.sample(
-                "",
-                &labels(&[("hook", name), ("backend", &backend)]),
-                if h.attached() { 1.0 } else { 0.0 },
-            );
-        }
-    }
-    if let Some(o) = &snap.overhead {
-        Family::new(
-            &mut out,
-            format,
-            "ppscope_bpf_run_seconds_total",
-            "counter",
-            "Time spent in ppscope's own BPF programs (BPF_ENABLE_STATS).",
-        )
-        .sample("", "", o.run_ns as f64 / 1e9);
-        Family::new(
-            &mut out,
-            format,
-            "ppscope_bpf_runs_total",
-            "counter",
-            "Runs of ppscope's own BPF programs.",
-        )
-        .sample("", "", o.runs as f64);
-    }
-    let selfs: [(&'static str, &str, &str, f64); 8] = [
-        (
-            "ppscope_map_entries",
-            "gauge",
-            "Pools in ppscope's per-pool kernel map.",
-            me.map_entries as f64,
-        ),
-        (
-            "ppscope_map_capacity",
-            "gauge",
-            "Capacity of that map; at capacity the least recently seen pool is evicted.",
-            me.map_capacity as f64,
-        ),
-        (
-            "ppscope_collections_total",
-            "counter",
-            "Collections of the kernel maps.",
-            me.collections as f64,
-        ),
-        (
-            "ppscope_collection_errors_total",
-            "counter",
-            "Collections that failed (the metrics keep their last values).",
-            me.collection_errors as f64,
-        ),
-        (
-            "ppscope_collection_duration_seconds",
-            "gauge",
-            "Time the last collection took.",
-            me.last_collection_seconds,
-        ),
-        (
-            "ppscope_scrape_duration_seconds",
-            "gauge",
-            "Time the previous scrape took to render.",
-            me.last_scrape_seconds,
-        ),
-        (
-            "ppscope_series_dropped_total",
-            "counter",
-            "Pool series left out by the --max-pools cap.",
-            (me.series_dropped + dropped) as f64,
-        ),
-        (
-            "ppscope_pools",
-            "gauge",
-            "Pools exported.",
-            pools.len() as f64,
-        ),
-    ];
-    for (name, kind, help, v) in selfs {
-        Family::new(&mut out, format, name, kind, help).sample("", "", v);
     }
     if format == Format::OpenMetrics {
         out.push_str("# EOF\n");
     }
-    (out, dropped)
+    (out, exported.dropped)
 }
 
 #[cfg(test)]

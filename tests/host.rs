@@ -110,6 +110,37 @@ fn tracepoints_see_slow_path_pages_on_a_veth_xdp_pool() {
 
 #[test]
 #[ignore = "needs root: run through `cargo xtask test`"]
+fn a_pool_destroyed_in_the_window_shows_its_release_attempts() {
+    let mut lab = VethLab::new("t", 27);
+    let diag = start_diagnose(&["--duration", "5s", "--json"]);
+    lab.attach_xdp();
+    lab.traffic(1);
+    // Without XDP, veth tears its page_pools down: the kernel tries to release each.
+    lab.detach_xdp();
+    let report = finish_json(diag);
+    assert_eq!(
+        report["backends"]["pool_release"]["backend"], "tracepoint",
+        "{report:#}"
+    );
+    let torn: Vec<&Value> = report["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| !p["teardown"].is_null())
+        .collect();
+    assert!(!torn.is_empty(), "no pool was seen destroyed: {report:#}");
+    for p in &torn {
+        assert!(p["teardown"]["attempts"].as_u64() >= Some(1), "{p:#}");
+        assert!(p["teardown"]["inflight_pages"].is_i64(), "{p:#}");
+    }
+    assert!(
+        torn.iter().any(|p| p["ifname"] == lab.dev_rx.as_str()),
+        "the veth's pools are among them: {torn:#?}"
+    );
+}
+
+#[test]
+#[ignore = "needs root: run through `cargo xtask test`"]
 fn text_report_names_the_pool_and_the_missing_hooks() {
     let mut lab = VethLab::new("b", 21);
     let diag = start_diagnose(&["--duration", "5s", "--dev", &lab.dev_rx.clone()]);

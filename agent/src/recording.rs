@@ -21,7 +21,8 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 use ppscope_common::{
-    DeviceIdentity, DropKey, NapiCounters, PoolCounters, PoolIdentity, PoolState, SiteStats,
+    DeviceIdentity, DropKey, NapiCounters, PoolCounters, PoolIdentity, PoolState, PoolTeardown,
+    SiteStats,
 };
 use serde::{Deserialize, Serialize};
 
@@ -103,6 +104,9 @@ pub struct Frame {
     pub devices: Vec<(u64, DeviceIdentity)>,
     pub drops: Vec<(DropKey, u64)>,
     pub runtime: Option<(u64, u64)>,
+    /// Pools being destroyed; absent from recordings made before the `pool_release` hook.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub teardowns: Vec<(u64, PoolTeardown)>,
 }
 
 impl Frame {
@@ -133,6 +137,12 @@ impl Frame {
             devices: s.devices.iter().map(|(k, v)| (*k, *v)).collect(),
             drops: s.drops.iter().map(|(k, v)| (*k, *v)).collect(),
             runtime: s.runtime.map(|r| (r.run_ns, r.runs)),
+            teardowns: {
+                let mut v: Vec<(u64, PoolTeardown)> =
+                    s.teardowns.iter().map(|(k, v)| (*k, *v)).collect();
+                v.sort_by_key(|(k, _)| *k);
+                v
+            },
         }
     }
 
@@ -158,6 +168,7 @@ impl Frame {
         s.napi_devices = self.napi_devices.iter().copied().collect();
         s.devices = self.devices.iter().copied().collect();
         s.drops = self.drops.iter().copied().collect();
+        s.teardowns = self.teardowns.iter().copied().collect();
         s.runtime = self
             .runtime
             .map(|(run_ns, runs)| ProgramRuntime { run_ns, runs });

@@ -367,6 +367,19 @@ pub struct PoolState {
     pub _pad: u32,
 }
 
+/// A pool being destroyed (`page_pool:page_pool_release`): the kernel tries to release it at
+/// `page_pool_destroy` and again every second while pages are still out, so many attempts
+/// mean pages that do not come back (a leak, or sockets holding them).
+#[repr(C)]
+#[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolTeardown {
+    /// Release attempts so far.
+    pub attempts: u64,
+    /// Pages still out of the pool at the last attempt.
+    pub inflight: i64,
+}
+
 /// NAPI polls of one NAPI instance (`napi:napi_poll`), per CPU.
 #[repr(C)]
 #[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
@@ -473,6 +486,7 @@ mod pod {
     unsafe impl aya::Pod for super::SiteStats {}
     unsafe impl aya::Pod for super::NapiCounters {}
     unsafe impl aya::Pod for super::PoolState {}
+    unsafe impl aya::Pod for super::PoolTeardown {}
     unsafe impl aya::Pod for super::DeviceIdentity {}
     unsafe impl aya::Pod for super::DropKey {}
 }

@@ -6,7 +6,7 @@ use aya_ebpf::{
 };
 use ppscope_common::{
     site, site_stat, DeviceIdentity, DropKey, Frame, NapiCounters, PoolHists, PoolHot,
-    PoolIdentity, PoolState, SiteStats, MAX_POOLS,
+    PoolIdentity, PoolState, PoolTeardown, SiteStats, MAX_POOLS,
 };
 
 #[map]
@@ -72,3 +72,8 @@ pub(crate) static DROPS: LruPerCpuHashMap<DropKey, u64> =
 /// A zeroed counter set to insert on first sight; a map value is too big for the BPF stack.
 #[map]
 pub(crate) static ZERO_COUNTERS: PerCpuArray<PoolHot> = PerCpuArray::with_max_entries(1, 0);
+
+/// Per pool being destroyed: release attempts and the pages still out at the last one.
+#[map]
+pub(crate) static POOL_TEARDOWN: LruHashMap<u64, PoolTeardown> =
+    LruHashMap::with_max_entries(MAX_POOLS, 0);

@@ -114,6 +114,13 @@ impl VethLab {
         assert!(line.contains("attached"), "lab xdp said: {line:?}");
     }
 
+    /// Detaches the XDP program (ends `ppscope lab xdp`): veth destroys its page_pools.
+    pub fn detach_xdp(&mut self) {
+        if let Some((mut child, _)) = self.xdp.take() {
+            stop(&mut child);
+        }
+    }
+
     /// iperf3 from tx to rx for `secs` seconds.
     pub fn traffic(&mut self, secs: u32) {
         let server = Command::new("ip")

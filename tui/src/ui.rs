@@ -496,6 +496,12 @@ fn detail_text(
         size += &format!("  inflight {}", fmt::bytes(m.inflight_bytes));
     }
     lines.push(Line::from(size));
+    if let Some(t) = &p.teardown {
+        lines.push(Line::from(format!(
+            "destroyed: {} release attempt(s), {} pages still out",
+            t.attempts, t.inflight_pages
+        )));
+    }
     let a = &p.alloc;
     lines.push(Line::from(format!(
         "alloc {}/s  cache {}  ring {}  slow {}   ring hit {}  fast path {}",

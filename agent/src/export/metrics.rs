@@ -257,6 +257,18 @@ const FAMILIES: &[FamilyDef] = &[
         Series::Pool(|p| p.advice.as_ref().map(|a| u64::from(a.recommended_size))),
     ),
     family(
+        "ppscope_page_pool_teardown_attempts_total",
+        "counter",
+        "Release attempts of a pool its driver destroyed while pages were still out (one a second until they return).",
+        Series::Pool(|p| p.teardown.as_ref().map(|t| t.attempts)),
+    ),
+    family(
+        "ppscope_page_pool_teardown_inflight_pages",
+        "gauge",
+        "Pages still out of a destroyed pool at its last release attempt.",
+        Series::Pool(|p| p.teardown.as_ref().map(|t| t.inflight_pages.max(0) as u64)),
+    ),
+    family(
         "ppscope_devmem_dontneed_seconds",
         "histogram",
         "Latency of SO_DEVMEM_DONTNEED (sock_devmem_dontneed).",

@@ -4,7 +4,7 @@ use ppscope_common::{site_stat, PoolCounters};
 use super::{
     counters::{delta, delta_site},
     devices::{device_views, unique_netdevs},
-    pools::{apply_state, pool_view},
+    pools::{apply_state, pool_view, teardown_view},
     ratio, RawPool, RawSample, SourceFacts,
 };
 use crate::snapshot::{
@@ -15,19 +15,31 @@ use crate::snapshot::{
 pub fn snapshot(facts: &SourceFacts, earlier: &RawSample, later: &RawSample) -> Snapshot {
     let cov = &facts.coverage;
     let zero = RawPool::default();
+    // A pool being destroyed may have no counters left that move: its release attempts do.
+    let destroyed = later
+        .teardowns
+        .keys()
+        .filter(|addr| !later.pools.contains_key(addr));
     let mut pools: Vec<PoolView> = later
         .pools
-        .iter()
-        .filter_map(|(addr, now)| {
+        .keys()
+        .chain(destroyed)
+        .filter_map(|addr| {
+            let now = later.pools.get(addr).unwrap_or(&zero);
             let before = earlier.pools.get(addr).unwrap_or(&zero);
             let d = delta(&now.counters, &before.counters);
-            (d != PoolCounters::default()).then(|| {
+            let teardown = cov
+                .teardown
+                .then(|| teardown_view(later.teardowns.get(addr), earlier.teardowns.get(addr)))
+                .flatten();
+            (d != PoolCounters::default() || teardown.is_some()).then(|| {
                 let id = now.identity.as_ref().or(before.identity.as_ref());
                 let mut view = pool_view(*addr, &d, id, cov);
                 view.gve_queue = now.gve_queue.or(before.gve_queue);
                 if let Some(st) = now.state {
                     apply_state(&mut view, &st, facts.page_size);
                 }
+                view.teardown = teardown;
                 view
             })
         })

@@ -1,9 +1,9 @@
 //! One pool's counters over an interval → what they mean (splits, rates, latency, bursts).
-use ppscope_common::{PoolCounters, PoolIdentity, PoolState};
+use ppscope_common::{PoolCounters, PoolIdentity, PoolState, PoolTeardown};
 
 use super::{c_name, ratio, Coverage};
 use crate::snapshot::{
-    AllocSplit, BurstView, Distribution, Latency, PageFlow, PoolView, RecycleSplit,
+    AllocSplit, BurstView, Distribution, Latency, PageFlow, PoolView, RecycleSplit, TeardownView,
 };
 
 /// Ring fill and inflight pages (with the memory they pin, in pages of `page_size` bytes, the
@@ -128,5 +128,22 @@ pub fn pool_view(
             ring_fill: Distribution::from_log2(&c.fill_hist),
         },
         advice: None,
+        teardown: None,
     }
+}
+
+/// A destroyed pool's release attempts over the interval, and the pages still out at the last
+/// one; None when it made no attempt in the interval.
+pub fn teardown_view(
+    now: Option<&PoolTeardown>,
+    before: Option<&PoolTeardown>,
+) -> Option<TeardownView> {
+    let now = now?;
+    let before = before.map_or(0, |b| b.attempts);
+    // Fewer attempts than before: a new pool at a reused address; count from zero.
+    let attempts = now.attempts.checked_sub(before).unwrap_or(now.attempts);
+    (attempts > 0).then_some(TeardownView {
+        attempts,
+        inflight_pages: now.inflight,
+    })
 }

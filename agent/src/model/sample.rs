@@ -4,7 +4,7 @@ use std::{collections::HashMap, time::Instant};
 
 use ppscope_common::{
     site_stat, DeviceIdentity, DropKey, NapiCounters, PoolCounters, PoolIdentity, PoolState,
-    SiteStats,
+    PoolTeardown, SiteStats,
 };
 use serde::Serialize;
 
@@ -30,6 +30,9 @@ pub struct Coverage {
     pub napi: bool,
     pub drops: bool,
     pub page_return: bool,
+    /// `pool_release`: pools being destroyed.
+    #[serde(default)]
+    pub teardown: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -67,6 +70,8 @@ pub struct RawSample {
     pub drops: HashMap<DropKey, u64>,
     /// None when BPF run-time statistics could not be switched on.
     pub runtime: Option<ProgramRuntime>,
+    /// Pools being destroyed (`pool_release`): release attempts so far, by pool address.
+    pub teardowns: HashMap<u64, PoolTeardown>,
 }
 
 impl RawSample {
@@ -81,6 +86,7 @@ impl RawSample {
             devices: HashMap::new(),
             drops: HashMap::new(),
             runtime: None,
+            teardowns: HashMap::new(),
         }
     }
 }

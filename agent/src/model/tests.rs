@@ -22,6 +22,7 @@ const ALL: Coverage = Coverage {
     napi: true,
     drops: true,
     page_return: true,
+    teardown: true,
 };
 
 fn counters() -> PoolCounters {
@@ -229,4 +230,61 @@ fn snapshot_keeps_moving_pools_busiest_first() {
     assert_eq!(names, vec!["0x2", "0x3"]);
     assert_eq!(s.pools[0].alloc.total, Some(10));
     assert_eq!(s.duration_seconds, 2.0);
+}
+
+#[test]
+fn a_destroyed_pool_shows_its_release_attempts_even_when_nothing_else_moves() {
+    use ppscope_common::PoolTeardown;
+    let t0 = Instant::now();
+    let mut before = RawSample::empty(t0);
+    before.pools.insert(
+        1,
+        RawPool {
+            counters: counters(),
+            ..Default::default()
+        },
+    );
+    let mut after = before.clone();
+    after.at = t0 + std::time::Duration::from_secs(1);
+    // Pool 1 destroyed with 12 pages out: two attempts; pool 9, gone from the counters, too.
+    let torn = |attempts, inflight| PoolTeardown { attempts, inflight };
+    after.teardowns.insert(1, torn(2, 12));
+    after.teardowns.insert(9, torn(1, 0));
+    let mut cov = ALL;
+    let s = snapshot(&crate::testing::facts("k", cov), &before, &after);
+    let view = |a: u64| s.pools.iter().find(|p| p.addr == a).cloned();
+    let p1 = view(1).expect("its attempts moved");
+    assert_eq!(
+        p1.teardown,
+        Some(TeardownView {
+            attempts: 2,
+            inflight_pages: 12
+        })
+    );
+    assert_eq!(p1.alloc.total, Some(0), "its counters did not move");
+    assert_eq!(view(9).unwrap().teardown.unwrap().attempts, 1);
+    // The next interval: pool 1 retried once more, pool 9 is done.
+    let mut later = after.clone();
+    later.at += std::time::Duration::from_secs(1);
+    later.teardowns.insert(1, torn(3, 4));
+    let s = snapshot(&crate::testing::facts("k", cov), &after, &later);
+    let pools: Vec<_> = s
+        .pools
+        .iter()
+        .map(|p| (p.addr, p.teardown.clone()))
+        .collect();
+    assert_eq!(
+        pools,
+        vec![(
+            1,
+            Some(TeardownView {
+                attempts: 1,
+                inflight_pages: 4
+            })
+        )]
+    );
+    // Without the hook: nothing said, not a made-up zero.
+    cov.teardown = false;
+    let s = snapshot(&crate::testing::facts("k", cov), &before, &after);
+    assert!(s.pools.is_empty(), "{:?}", s.pools);
 }

@@ -276,6 +276,18 @@ pub(super) const HOOKS: &[HookDef] = &[
         )
     },
     HookDef {
+        tracepoint: Some(TracepointDef {
+            category: "page_pool",
+            name: "page_pool_release",
+            prog: "tp_pool_release",
+        }),
+        ..hook(
+            "pool_release",
+            Group::PagePool,
+            "pools destroyed with pages still out of them (release attempts, inflight pages)",
+        )
+    },
+    HookDef {
         kprobe: kp(
             &["sock_devmem_dontneed", "sock_devmem_dontneed_autorelease"],
             "dm_dontneed_entry",

@@ -162,6 +162,7 @@ impl Probes {
             napi: on("napi_poll"),
             page_return: on("page_return"),
             drops: on("drops"),
+            teardown: on("pool_release"),
         };
         let loaded = loaded_modules();
         let modules = hooked_modules()

@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use aya::maps::{HashMap as BpfHashMap, PerCpuArray, PerCpuHashMap};
 use ppscope_common::{
     site_stat, DeviceIdentity, DropKey, NapiCounters, PoolHists, PoolHot, PoolIdentity, PoolState,
-    SiteStats,
+    PoolTeardown, SiteStats,
 };
 
 use super::Probes;
@@ -112,6 +112,9 @@ impl Probes {
             let Ok((key, per_cpu)) = item else { continue };
             *drop_counts.entry(key).or_insert(0u64) += per_cpu.iter().sum::<u64>();
         }
+        let teardown_map: BpfHashMap<_, u64, PoolTeardown> =
+            BpfHashMap::try_from(map("POOL_TEARDOWN")?)?;
+        let teardowns = teardown_map.iter().filter_map(Result::ok).collect();
         Ok(RawSample {
             at: Instant::now(),
             pools,
@@ -122,6 +125,7 @@ impl Probes {
             devices,
             drops: drop_counts,
             runtime: self.runtime(),
+            teardowns,
         })
     }
 

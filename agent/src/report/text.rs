@@ -127,6 +127,14 @@ fn pool_text(p: &PoolView, out: &mut String) {
             facts.join(", ")
         );
     }
+    if let Some(t) = &p.teardown {
+        let _ = writeln!(
+            out,
+            "  teardown     destroyed by its driver: {} release attempt(s), {} pages still out at the last",
+            count(Some(t.attempts)),
+            t.inflight_pages
+        );
+    }
     if let Some(k) = &p.kernel {
         let mut facts = Vec::new();
         if let (Some(pages), Some(bytes)) = (k.inflight_pages, k.inflight_bytes) {

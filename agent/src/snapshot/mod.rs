@@ -261,6 +261,16 @@ pub struct BurstView {
     pub ring_fill: Option<Distribution>,
 }
 
+/// A pool the driver destroyed while pages were still out of it: the kernel retries its
+/// release every second until they come back.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TeardownView {
+    /// Release attempts over the interval.
+    pub attempts: u64,
+    /// Pages still out of the pool at the last attempt.
+    pub inflight_pages: i64,
+}
+
 /// One pool over one interval.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PoolView {
@@ -312,6 +322,10 @@ pub struct PoolView {
     pub bursts: BurstView,
     /// Ring-size advice from this pool's burst profile (None: too little measured).
     pub advice: Option<Advice>,
+    /// Release attempts after the pool was destroyed (None: not being destroyed, or the
+    /// `pool_release` hook is not attached).
+    #[serde(default)]
+    pub teardown: Option<TeardownView>,
 }
 
 impl PoolView {
@@ -348,6 +362,7 @@ impl PoolView {
             slow_path_latency: None,
             bursts: BurstView::default(),
             advice: None,
+            teardown: None,
         }
     }
 

@@ -19,6 +19,7 @@ mod napi_poll;
 mod page_hold;
 mod page_release;
 mod page_return;
+mod pool_release;
 mod provider_alloc;
 mod recycle;
 mod recycle_bulk;

@@ -1,0 +1,33 @@
+//! `pool_release`: a pool destroyed while pages are still out of it.
+//!
+//! Raw tracepoint `page_pool:page_pool_release` (`tp_pool_release`). The kernel fires it at
+//! each attempt to release a destroyed pool: once from `page_pool_destroy`, then every second
+//! from the deferred retry while pages are inflight. Rare: nothing on the page path.
+
+use aya_ebpf::{macros::raw_tracepoint, programs::RawTracePointContext};
+use ppscope_common::PoolTeardown;
+
+use crate::maps::POOL_TEARDOWN;
+
+#[inline(always)]
+fn on_pool_release(pool: u64, inflight: i64) {
+    if let Some(t) = POOL_TEARDOWN.get_ptr_mut(pool) {
+        // SAFETY: this pool's entry; the kernel releases one pool from one place at a time.
+        let t = unsafe { &mut *t };
+        t.attempts += 1;
+        t.inflight = inflight;
+        return;
+    }
+    let first = PoolTeardown {
+        attempts: 1,
+        inflight,
+    };
+    let _ = POOL_TEARDOWN.insert(pool, first, 0);
+}
+
+/// `page_pool_release(pool, inflight, hold, release)`.
+#[raw_tracepoint(tracepoint = "page_pool_release")]
+pub fn tp_pool_release(ctx: RawTracePointContext) -> i32 {
+    on_pool_release(ctx.arg::<u64>(0), ctx.arg::<u64>(1) as i32 as i64);
+    0
+}

@@ -132,10 +132,13 @@ fn pool_labels(p: &PoolView) -> (String, String, String) {
     (device, queue, pool)
 }
 
+/// A pool's figure split by kind (the `kind` label), each kind when known.
+type PoolKinds = [(&'static str, Option<u64>); 3];
+
 /// Where a family's series come from.
 enum Series {
     /// Per pool, one series per kind (`kind` label) that the pool knows.
-    PoolKinds(fn(&PoolView) -> [(&'static str, Option<u64>); 3]),
+    PoolKinds(fn(&PoolView) -> PoolKinds),
     /// Per pool that knows the figure.
     Pool(fn(&PoolView) -> Option<u64>),
     /// Per pool that has the histogram.

@@ -13,8 +13,8 @@ use clap::{Parser, Subcommand};
 use ppscope::{
     advice,
     export::agent::{self as agent, AgentOptions},
-    host::{lab, signals::Interrupt},
-    probes::{BackendChoice, ProbeOptions, Probes},
+    host::signals::Interrupt,
+    probes::{lab, BackendChoice, ProbeOptions, Probes},
     recording, report,
     source::live,
 };

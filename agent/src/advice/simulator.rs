@@ -45,6 +45,9 @@
 //! - A slow-path call that gets fewer than `slow_batch` pages (memory pressure).
 use serde::{Deserialize, Serialize};
 
+/// What one replay predicts: an output type, part of every advice.
+pub use crate::snapshot::SimOutcome;
+
 /// `PP_ALLOC_CACHE_SIZE`.
 pub const PP_ALLOC_CACHE_SIZE: u32 = 128;
 /// `PP_ALLOC_CACHE_REFILL`: pages per refill and per page-allocator slow-path call.
@@ -143,57 +146,6 @@ impl SimParams {
     /// The same parameters with another ring size.
     pub fn with_ring(&self, ring_size: u32) -> Self {
         SimParams { ring_size, ..*self }
-    }
-}
-
-/// What one replay predicts, in the kernel's own stat names where one exists.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct SimOutcome {
-    pub allocs: u64,
-    /// Allocations served from the alloc cache (kernel `alloc_fast`), including the pages a
-    /// slow-path call left in the cache.
-    pub cache_hits: u64,
-    /// Refills that found pages in the ring (kernel `alloc_refill`).
-    pub ring_refills: u64,
-    /// Refills that found the ring empty (kernel `alloc_empty`); each one is followed by a
-    /// slow-path call.
-    pub empty_refills: u64,
-    /// Page-allocator slow-path calls (kernel `alloc_slow`) or memory-provider calls.
-    pub slow_calls: u64,
-    /// Pages that entered the pool from the page allocator or provider (`page_pool_state_hold`).
-    pub pages_from_slow: u64,
-    /// Pages moved from the ring to the cache by refills.
-    pub ring_pages: u64,
-    pub recycled_cached: u64,
-    pub recycled_ring: u64,
-    /// Recycles that found the ring full: the page left the pool.
-    pub ring_full: u64,
-    /// Per allocation call, as the kernel counts and `model` shows it:
-    /// (cache + ring) / all = 1 − slow_calls / allocs. A page-allocator slow call brings 64
-    /// pages, so this rate cannot fall below 63/64 for such pools.
-    pub fast_path_rate: f64,
-    /// ring_refills / (ring_refills + empty_refills).
-    pub ring_hit_rate: f64,
-    /// Per page: the share of allocations served by a recycled page,
-    /// 1 − pages_from_slow / allocs (clamped to 0..=1). Equal to `fast_path_rate` for provider
-    /// pools; the one the advice's target applies to.
-    pub recycled_rate: f64,
-    pub peak_ring_fill: u32,
-    /// Most pages the pool owned at once: cache + ring + held by the driver or application.
-    pub pages_in_pool_max: u64,
-    /// State at the end, so that a replay can start where another ended ([`warmed`]).
-    pub final_ring_fill: u32,
-    pub final_cache: u32,
-}
-
-impl SimOutcome {
-    /// Slow-path calls per second over a profile of `duration_s`.
-    pub fn per_s(count: u64, duration_s: f64) -> f64 {
-        if duration_s > 0.0 {
-            count as f64 / duration_s
-        } else {
-            0.0
-        }
     }
 }
 

@@ -4,6 +4,5 @@
 pub mod btf;
 pub mod ethtool;
 pub mod kernel;
-pub mod lab;
 pub mod netlink;
 pub mod signals;

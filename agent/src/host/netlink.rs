@@ -105,31 +105,7 @@ pub struct NetlinkPool {
     pub io_uring: bool,
 }
 
-/// One pool's counters as `page-pool-stats-get` reports them (`struct page_pool_stats`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct NetlinkPoolStats {
-    pub id: u32,
-    pub ifindex: Option<u32>,
-    /// Allocations served from the per-pool alloc cache.
-    pub alloc_fast: u64,
-    /// Slow-path allocations of order-0 pages (page allocator or memory provider).
-    pub alloc_slow: u64,
-    pub alloc_slow_high_order: u64,
-    /// Times the ptr_ring was empty when the cache needed a refill.
-    pub alloc_empty: u64,
-    /// Cache refills from the ptr_ring.
-    pub alloc_refill: u64,
-    /// Pages refused by a refill because they were on the wrong NUMA node.
-    pub alloc_waive: u64,
-    /// Recycles straight into the alloc cache.
-    pub recycle_cached: u64,
-    pub recycle_cache_full: u64,
-    /// Recycles into the ptr_ring.
-    pub recycle_ring: u64,
-    /// Recycles refused because the ring was full (page returned to the allocator).
-    pub recycle_ring_full: u64,
-    pub recycle_released_refcnt: u64,
-}
+pub use crate::snapshot::NetlinkPoolStats;
 
 /// Whether the kernel keeps page_pool stats, and the stats when it does.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

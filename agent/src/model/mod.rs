@@ -24,10 +24,7 @@ pub use interval::snapshot;
 pub use pools::{apply_state, pool_view};
 pub use sample::{Coverage, ProgramRuntime, RawPool, RawSample, SourceFacts};
 
-/// `num / den`, unknown (not 0 or NaN) when nothing was counted.
-pub fn ratio(num: u64, den: u64) -> Option<f64> {
-    (den > 0).then(|| num as f64 / den as f64)
-}
+pub use crate::snapshot::ratio;
 
 /// A kernel name field (`char[16]`, NUL-padded) as text; None when empty.
 pub fn c_name(raw: &[u8; 16]) -> Option<String> {

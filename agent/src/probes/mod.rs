@@ -17,6 +17,7 @@ use ppscope_common::ProbeConfig;
 
 mod attach;
 mod hooks;
+pub mod lab;
 mod modules;
 mod read;
 

@@ -1,8 +1,6 @@
 //! The kernel's own view of its pools (netlink `netdev` family), as the snapshot shows it.
 use serde::{Deserialize, Serialize};
 
-use crate::host::netlink::NetlinkPoolStats;
-
 /// The kernel's facts about one pool, as netlink reports them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct KernelPoolView {
@@ -26,4 +24,30 @@ pub struct KernelSourceView {
     pub stats_missing: Option<String>,
     /// Why netlink could not be asked, if it could not.
     pub error: Option<String>,
+}
+
+/// One pool's counters as `page-pool-stats-get` reports them (`struct page_pool_stats`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetlinkPoolStats {
+    pub id: u32,
+    pub ifindex: Option<u32>,
+    /// Allocations served from the per-pool alloc cache.
+    pub alloc_fast: u64,
+    /// Slow-path allocations of order-0 pages (page allocator or memory provider).
+    pub alloc_slow: u64,
+    pub alloc_slow_high_order: u64,
+    /// Times the ptr_ring was empty when the cache needed a refill.
+    pub alloc_empty: u64,
+    /// Cache refills from the ptr_ring.
+    pub alloc_refill: u64,
+    /// Pages refused by a refill because they were on the wrong NUMA node.
+    pub alloc_waive: u64,
+    /// Recycles straight into the alloc cache.
+    pub recycle_cached: u64,
+    pub recycle_cache_full: u64,
+    /// Recycles into the ptr_ring.
+    pub recycle_ring: u64,
+    /// Recycles refused because the ring was full (page returned to the allocator).
+    pub recycle_ring_full: u64,
+    pub recycle_released_refcnt: u64,
 }

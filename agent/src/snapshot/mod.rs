@@ -6,15 +6,13 @@ use std::collections::BTreeMap;
 use ppscope_common::SiteStats;
 use serde::{Deserialize, Serialize};
 
-use crate::model::ratio;
-
 pub mod health;
 mod hooks;
 pub use hooks::{Backend, Group, HookStatus, MODULE_NOT_LOADED};
 mod kernel;
-pub use kernel::{KernelPoolView, KernelSourceView};
+pub use kernel::{KernelPoolView, KernelSourceView, NetlinkPoolStats};
 pub(crate) mod advice;
-pub use advice::{Advice, Confidence, ConfidenceLevel, Knob, Verdict};
+pub use advice::{Advice, Confidence, ConfidenceLevel, Knob, SimOutcome, Verdict};
 
 /// NAPI polling of one device over an interval.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -430,4 +428,9 @@ impl Snapshot {
             backends: Default::default(),
         }
     }
+}
+
+/// `num / den`, unknown (not 0 or NaN) when nothing was counted.
+pub fn ratio(num: u64, den: u64) -> Option<f64> {
+    (den > 0).then(|| num as f64 / den as f64)
 }

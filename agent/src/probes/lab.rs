@@ -10,7 +10,7 @@ use aya::{
     Ebpf,
 };
 
-use crate::probes::EBPF_OBJECT;
+use super::EBPF_OBJECT;
 
 /// Attaches `xdp_pass` to `dev` in native mode; it detaches when the returned value drops.
 pub fn attach_xdp_pass(dev: &str) -> Result<Ebpf> {

@@ -17,7 +17,7 @@ use std::{collections::HashMap, time::Duration};
 
 use crate::{
     advice::{self, window::AdviceWindow},
-    host::{ethtool, netlink::KernelSample},
+    host::{ethtool, netlink::NetlinkSample},
     model::{self, RawSample, SourceFacts},
     snapshot::{Advice, Snapshot, TimelineStep},
 };
@@ -43,7 +43,7 @@ pub struct Window<'a> {
     pub earlier: &'a RawSample,
     pub later: &'a RawSample,
     /// Netlink's answers at the window's start and end.
-    pub kernel_stats: Option<(&'a KernelSample, &'a KernelSample)>,
+    pub netlink: Option<(&'a NetlinkSample, &'a NetlinkSample)>,
     /// Samples through the window (first to last) and the timeline's step.
     pub timeline: Option<(&'a [RawSample], Duration)>,
     pub advice: AdviceFrom<'a>,
@@ -62,7 +62,7 @@ impl<'a> Window<'a> {
             facts,
             earlier,
             later,
-            kernel_stats: None,
+            netlink: None,
             timeline: None,
             advice: AdviceFrom::None,
             target: advice::DEFAULT_TARGET,
@@ -83,8 +83,8 @@ impl<'a> Window<'a> {
 /// The snapshot of a window, every stage in order.
 pub fn assemble(w: &Window) -> Snapshot {
     let mut snap = model::snapshot(w.facts, w.earlier, w.later);
-    if let Some((start, end)) = w.kernel_stats {
-        model::kernel_stats::merge(&mut snap, start, end);
+    if let Some((start, end)) = w.netlink {
+        model::netlink_merge::merge(&mut snap, start, end);
     }
     model::name_drop_reasons(&mut snap, &w.facts.drop_reasons);
     if let Some((samples, step)) = w.timeline {

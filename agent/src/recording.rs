@@ -27,7 +27,7 @@ use ppscope_common::{
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    host::kernel,
+    host::system,
     model::{Coverage, ProgramRuntime, RawPool, RawSample, SourceFacts},
     snapshot::HookStatus,
 };
@@ -75,7 +75,7 @@ impl Header {
     pub fn facts(&self) -> SourceFacts {
         SourceFacts {
             kernel: self.kernel.clone(),
-            page_size: self.page_size.unwrap_or_else(kernel::page_size),
+            page_size: self.page_size.unwrap_or_else(system::page_size),
             coverage: self.coverage,
             hooks: self.hooks.clone(),
             drop_reasons: self.drop_reasons.clone(),
@@ -470,6 +470,6 @@ mod tests {
         json.as_object_mut().unwrap().remove("page_size");
         let h: Header = serde_json::from_value(json).unwrap();
         assert_eq!(h.page_size, None);
-        assert_eq!(h.facts().page_size, kernel::page_size());
+        assert_eq!(h.facts().page_size, system::page_size());
     }
 }

@@ -43,7 +43,7 @@ impl Metrics {
             p99_ns: p.slow_path_latency.as_ref().map(|l| l.p99_ns),
             inflight_bytes: p
                 .inflight_bytes
-                .or_else(|| p.kernel.as_ref().and_then(|k| k.inflight_bytes)),
+                .or_else(|| p.netlink.as_ref().and_then(|k| k.inflight_bytes)),
             fill: match (p.ring_fill, p.ring_size) {
                 (Some(f), Some(s)) if s > 0 => Some(f as f64 / s as f64),
                 _ => None,

@@ -2,7 +2,7 @@
 //!
 //! # The rule
 //! Every candidate ring size (powers of two from 64 to the kernel's maximum, 16384) is replayed
-//! through [`crate::sim`] from its own steady state ([`sim::simulate_steady`]). A size is
+//! through [`super::simulator`] from its own steady state ([`sim::simulate_steady`]). A size is
 //! **good** when
 //! 1. its per-page recycled rate (the share of allocations served by a recycled page) reaches
 //!    the target, and

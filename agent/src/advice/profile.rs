@@ -10,7 +10,7 @@ use std::time::Instant;
 use ppscope_common::{PoolCounters, PoolIdentity};
 
 use super::simulator::{Profile, Step};
-use crate::model::RawSample;
+use crate::model::{since, RawSample};
 
 /// Calls `$m!(field, ...)` with every field of [`ProfileCounters`].
 macro_rules! profile_fields {
@@ -56,12 +56,11 @@ impl From<&PoolCounters> for ProfileCounters {
 }
 
 impl ProfileCounters {
-    /// `self - earlier`, field by field; a counter that went backwards (the pool was evicted
-    /// and seen again) restarts from its new value, as [`crate::model::delta`] does.
+    /// `self - earlier`, field by field, by the one rule ([`crate::model::since`]).
     pub fn since(&self, earlier: &Self) -> Self {
         macro_rules! sub {
             ($($f:ident),*) => {
-                Self { $( $f: self.$f.checked_sub(earlier.$f).unwrap_or(self.$f), )* }
+                Self { $( $f: since(self.$f, earlier.$f), )* }
             };
         }
         profile_fields!(sub)

@@ -31,7 +31,7 @@ use std::{
 
 use anyhow::{anyhow, Result};
 
-use super::metrics::{self as exporter, Format, SelfStats};
+use super::metrics::{self, Format, SelfStats};
 use crate::{report, snapshot::Snapshot};
 
 /// Connections served at once; more wait in the listen backlog.
@@ -393,7 +393,7 @@ pub fn answer(
             let Some(snap) = sh.snapshot.as_ref() else {
                 return text(503, "no collection yet\n", "text/plain");
             };
-            let (body, _) = exporter::render(snap, &sh.stats, format, max_pools);
+            let (body, _) = metrics::render(snap, &sh.stats, format, max_pools);
             sh.stats.last_scrape_seconds = started.elapsed().as_secs_f64();
             text(200, body, format.content_type())
         }

@@ -3,6 +3,6 @@
 //! depends on the running kernel's layout is discovered here at run time, never hard-coded.
 pub mod btf;
 pub mod ethtool;
-pub mod kernel;
 pub mod netlink;
 pub mod signals;
+pub mod system;

@@ -726,7 +726,7 @@ use std::collections::HashMap;
 
 /// What netlink said at one instant (a window takes one at its start and one at its end).
 #[derive(Debug, Clone, Default)]
-pub struct KernelSample {
+pub struct NetlinkSample {
     pub pools: Vec<NetlinkPool>,
     /// None when the kernel keeps no stats (with the reason in `stats_missing`).
     pub stats: Option<HashMap<u32, NetlinkPoolStats>>,
@@ -738,7 +738,7 @@ pub struct KernelSample {
     pub ifnames: HashMap<u32, String>,
 }
 
-impl KernelSample {
+impl NetlinkSample {
     /// Asks the kernel now; failures are kept as sentences, never fatal.
     pub fn read() -> Self {
         let mut s = Self::default();
@@ -757,7 +757,7 @@ impl KernelSample {
             .pools
             .iter()
             .filter_map(|p| p.ifindex)
-            .filter_map(|i| Some((i, crate::host::kernel::ifname_of(i)?)))
+            .filter_map(|i| Some((i, crate::host::system::ifname_of(i)?)))
             .collect();
         s
     }

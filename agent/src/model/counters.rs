@@ -1,6 +1,14 @@
 //! Per-CPU sums and interval differences of the kernel-side counters.
 use ppscope_common::{PoolCounters, SiteStats, LATENCY_BUCKETS};
 
+/// `later - earlier` of one cumulative counter. One that went backwards restarted (its map
+/// entry was evicted and made again, or a new pool took the address): all it holds now is new,
+/// so that is the difference, never a wrapped huge number. The one rule for every counter
+/// ppscope reads (pools, sites, NAPI, drops, netlink stats, teardowns).
+pub fn since(later: u64, earlier: u64) -> u64 {
+    later.checked_sub(earlier).unwrap_or(later)
+}
+
 /// `into += other`, field by field (summing per-CPU values).
 pub fn accumulate(into: &mut PoolCounters, other: &PoolCounters) {
     macro_rules! add {
@@ -27,7 +35,7 @@ pub fn accumulate(into: &mut PoolCounters, other: &PoolCounters) {
 pub fn delta(later: &PoolCounters, earlier: &PoolCounters) -> PoolCounters {
     let mut d = PoolCounters::default();
     macro_rules! sub {
-        ($($f:ident),*) => { $( d.$f = later.$f.checked_sub(earlier.$f).unwrap_or(later.$f); )* };
+        ($($f:ident),*) => { $( d.$f = since(later.$f, earlier.$f); )* };
     }
     ppscope_common::hot_fields!(sub);
     for (out, l, e) in [
@@ -45,7 +53,7 @@ pub fn delta(later: &PoolCounters, earlier: &PoolCounters) -> PoolCounters {
         (&mut d.fill_hist, &later.fill_hist, &earlier.fill_hist),
     ] {
         for i in 0..LATENCY_BUCKETS {
-            out[i] = l[i].checked_sub(e[i]).unwrap_or(l[i]);
+            out[i] = since(l[i], e[i]);
         }
     }
     d.full_run = later.full_run;
@@ -67,7 +75,7 @@ pub fn accumulate_site(into: &mut SiteStats, other: &SiteStats) {
 
 /// `later - earlier` for site stats, restarting where a value went backwards.
 pub fn delta_site(later: &SiteStats, earlier: &SiteStats) -> SiteStats {
-    let d = |a: u64, b: u64| a.checked_sub(b).unwrap_or(a);
+    let d = since;
     let mut out = SiteStats {
         calls: d(later.calls, earlier.calls),
         ns_sum: d(later.ns_sum, earlier.ns_sum),

@@ -4,7 +4,11 @@ use std::collections::HashMap;
 
 use ppscope_common::{DeviceIdentity, NapiCounters};
 
-use super::{c_name, counters::delta, ratio, Coverage, RawPool, RawSample};
+use super::{
+    c_name,
+    counters::{delta, since},
+    ratio, Coverage, RawPool, RawSample,
+};
 use crate::snapshot::{
     DeviceStep, DeviceView, DropView, NapiView, PoolView, Snapshot, TimelineStep,
 };
@@ -27,10 +31,10 @@ fn napi_delta(earlier: &RawSample, later: &RawSample, netdev: u64) -> NapiCounte
             continue;
         }
         let before = earlier.napi.get(napi).copied().unwrap_or_default();
-        total.polls += now.polls.saturating_sub(before.polls);
-        total.work += now.work.saturating_sub(before.work);
-        total.full_budget += now.full_budget.saturating_sub(before.full_budget);
-        total.budget += now.budget.saturating_sub(before.budget);
+        total.polls += since(now.polls, before.polls);
+        total.work += since(now.work, before.work);
+        total.full_budget += since(now.full_budget, before.full_budget);
+        total.budget += since(now.budget, before.budget);
     }
     total
 }
@@ -42,7 +46,7 @@ fn drops_delta(earlier: &RawSample, later: &RawSample, netdev: u64) -> Vec<(u32,
         .filter(|(k, _)| k.netdev == netdev)
         .map(|(k, n)| {
             let before = earlier.drops.get(k).copied().unwrap_or(0);
-            (k.reason, n.saturating_sub(before))
+            (k.reason, since(*n, before))
         })
         .filter(|(_, n)| *n > 0)
         .collect();

@@ -88,6 +88,8 @@ pub fn snapshot(facts: &SourceFacts, earlier: &RawSample, later: &RawSample) -> 
     let duration = later.at.duration_since(earlier.at).as_secs_f64();
     let overhead = match (earlier.runtime, later.runtime) {
         (Some(a), Some(b)) => {
+            // A sum over programs, not one counter: it drops when a module's programs are
+            // unloaded (gve reloaded), and then the interval is not known; 0, not the total.
             let runs = b.runs.saturating_sub(a.runs);
             let run_ns = b.run_ns.saturating_sub(a.run_ns);
             Some(OverheadView {
@@ -111,7 +113,7 @@ pub fn snapshot(facts: &SourceFacts, earlier: &RawSample, later: &RawSample) -> 
         gve,
         page_return: site(site_stat::PAGE_RETURN, cov.page_return, false),
         overhead,
-        kernel_source: None,
+        netlink: None,
         devices,
         timeline: Vec::new(),
         backends: facts

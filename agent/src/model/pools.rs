@@ -103,7 +103,7 @@ pub fn pool_view(
         },
         alloc_source: None,
         recycle_source: None,
-        kernel: None,
+        netlink: None,
         ring_hit_rate: match (ring, slow) {
             (Some(r), Some(s)) => ratio(r, r + s),
             _ => None,
@@ -140,8 +140,7 @@ pub fn teardown_view(
 ) -> Option<TeardownView> {
     let now = now?;
     let before = before.map_or(0, |b| b.attempts);
-    // Fewer attempts than before: a new pool at a reused address; count from zero.
-    let attempts = now.attempts.checked_sub(before).unwrap_or(now.attempts);
+    let attempts = super::since(now.attempts, before);
     (attempts > 0).then_some(TeardownView {
         attempts,
         inflight_pages: now.inflight,

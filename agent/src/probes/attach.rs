@@ -15,13 +15,13 @@ use super::{
 use crate::{
     host::{
         btf::KernelBtf,
-        kernel::{self, Symbols},
+        system::{self, Symbols},
     },
     snapshot::{Backend, HookStatus, MODULE_NOT_LOADED},
 };
 
-/// Kernel facts the attach steps need, read once.
-pub(super) struct Kernel {
+/// What the attach steps read from the kernel (kallsyms, BTF), read once per attach round.
+pub(super) struct AttachContext {
     pub(super) symbols: Symbols,
     pub(super) btf: KernelBtf,
     /// aya's view of vmlinux BTF for fentry/fexit, None when it cannot be parsed.
@@ -43,7 +43,7 @@ pub(super) fn attach_hook(
     ebpf: &mut Ebpf,
     def: &HookDef,
     choice: BackendChoice,
-    kernel: &Kernel,
+    ctx: &AttachContext,
 ) -> HookStatus {
     let mut status = HookStatus {
         hook: Cow::Borrowed(def.name),
@@ -57,7 +57,7 @@ pub(super) fn attach_hook(
         let present = def
             .kprobe
             .as_ref()
-            .is_some_and(|k| k.symbols.iter().any(|s| kernel.symbols.contains(s)));
+            .is_some_and(|k| k.symbols.iter().any(|s| ctx.symbols.contains(s)));
         if !present && !Path::new(&format!("/sys/module/{module}")).exists() {
             status
                 .reasons
@@ -83,11 +83,11 @@ pub(super) fn attach_hook(
         }
         let result = match backend {
             Backend::Fentry => match (&def.fentry, &def.kprobe) {
-                (Some(f), Some(k)) => attach_fentry(ebpf, f, k, kernel),
+                (Some(f), Some(k)) => attach_fentry(ebpf, f, k, ctx),
                 _ => continue,
             },
             Backend::Kprobe => match &def.kprobe {
-                Some(k) => attach_kprobe(ebpf, k, kernel),
+                Some(k) => attach_kprobe(ebpf, k, ctx),
                 None => continue,
             },
             Backend::Tracepoint => match &def.tracepoint {
@@ -172,14 +172,18 @@ fn arity_entry(
     }
 }
 
-fn attach_kprobe(ebpf: &mut Ebpf, def: &KprobeDef, kernel: &Kernel) -> Result<Vec<String>, String> {
-    if !kernel::has_kprobe_pmu() {
+fn attach_kprobe(
+    ebpf: &mut Ebpf,
+    def: &KprobeDef,
+    ctx: &AttachContext,
+) -> Result<Vec<String>, String> {
+    if !system::has_kprobe_pmu() {
         return Err("kprobe: the kernel has no kprobes (CONFIG_KPROBES is off)".into());
     }
-    let wanted = present_symbols(def, &kernel.symbols).map_err(|e| format!("kprobe: {e}"))?;
+    let wanted = present_symbols(def, &ctx.symbols).map_err(|e| format!("kprobe: {e}"))?;
     // The first symbol found sets the signature (alternatives are versions of one function).
-    let entry = arity_entry(def.entry_by_arity, def.entry, wanted[0], &kernel.btf);
-    let (thick, notes) = thick_wrappers(def, &kernel.symbols);
+    let entry = arity_entry(def.entry_by_arity, def.entry, wanted[0], &ctx.btf);
+    let (thick, notes) = thick_wrappers(def, &ctx.symbols);
     let mut attached = Vec::new();
     let progs: Vec<&str> = std::iter::once(entry).chain(def.exit).collect();
     for symbol in wanted.iter().chain(thick.iter()) {
@@ -232,21 +236,21 @@ fn attach_fentry(
     ebpf: &mut Ebpf,
     def: &FentryDef,
     kdef: &KprobeDef,
-    kernel: &Kernel,
+    ctx: &AttachContext,
 ) -> Result<Vec<String>, String> {
-    let btf = kernel
+    let btf = ctx
         .aya_btf
         .as_ref()
         .ok_or("fentry: cannot parse /sys/kernel/btf/vmlinux")?;
-    let wanted = present_symbols(kdef, &kernel.symbols).map_err(|e| format!("fentry: {e}"))?;
-    let (thick, notes) = thick_wrappers(kdef, &kernel.symbols);
+    let wanted = present_symbols(kdef, &ctx.symbols).map_err(|e| format!("fentry: {e}"))?;
+    let (thick, notes) = thick_wrappers(kdef, &ctx.symbols);
     let mut plan: Vec<(&str, Option<&str>, Option<&str>)> = Vec::new();
     for (i, symbol) in wanted.iter().enumerate() {
         let Some(&(entry, exit)) = def.pairs.get(i).filter(|p| p.0.is_some() || p.1.is_some())
         else {
             return Err(format!("fentry: no program for a further symbol {symbol}"));
         };
-        let entry = entry.map(|e| arity_entry(def.entry_by_arity, e, symbol, &kernel.btf));
+        let entry = entry.map(|e| arity_entry(def.entry_by_arity, e, symbol, &ctx.btf));
         plan.push((symbol, entry, exit));
     }
     for wrapper in &thick {

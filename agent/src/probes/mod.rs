@@ -21,14 +21,14 @@ pub mod lab;
 mod modules;
 mod read;
 
-use attach::{attach_hook, load_error, unload_all, Kernel};
+use attach::{attach_hook, load_error, unload_all, AttachContext};
 use hooks::{programs_of, HOOKS};
 use modules::{hooked_modules, loaded_modules, module_generation, ModuleGeneration};
 
 use crate::{
     host::{
         btf::{KernelBtf, ResolvedField, VMLINUX_BTF},
-        kernel::{self, Symbols},
+        system::{self, Symbols},
     },
     model::{Coverage, SourceFacts},
     snapshot::{Group, HookStatus},
@@ -80,7 +80,7 @@ impl Probes {
     /// Loads the programs and attaches every hook it can. Fails only when loading is
     /// impossible or no hook at all attached; a partial plan is returned with its reasons.
     pub fn start(opts: &ProbeOptions) -> Result<Self> {
-        if let Some(msg) = kernel::missing_privilege(kernel::effective_caps()) {
+        if let Some(msg) = system::missing_privilege(system::effective_caps()) {
             return Err(anyhow!(msg));
         }
         let btf = KernelBtf::load(Path::new(VMLINUX_BTF))?;
@@ -107,14 +107,14 @@ impl Probes {
             .map_err(|e| load_error(&e))?;
         let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
 
-        let kernel = Kernel {
+        let ctx = AttachContext {
             symbols: Symbols::load()?,
             btf,
             aya_btf: Btf::from_sys_fs().ok(),
         };
         let mut hooks = Vec::new();
         for def in HOOKS {
-            hooks.push(attach_hook(&mut ebpf, def, opts.backend, &kernel));
+            hooks.push(attach_hook(&mut ebpf, def, opts.backend, &ctx));
         }
         let core: Vec<&HookStatus> = hooks
             .iter()
@@ -172,8 +172,8 @@ impl Probes {
         Ok(Self {
             ebpf,
             facts: SourceFacts {
-                kernel: kernel::release(),
-                page_size: kernel::page_size(),
+                kernel: system::release(),
+                page_size: system::page_size(),
                 coverage,
                 hooks,
                 drop_reasons,
@@ -201,8 +201,8 @@ impl Probes {
             if now == before {
                 continue;
             }
-            let kernel = match (Symbols::load(), KernelBtf::load(Path::new(VMLINUX_BTF))) {
-                (Ok(symbols), Ok(btf)) => Kernel {
+            let ctx = match (Symbols::load(), KernelBtf::load(Path::new(VMLINUX_BTF))) {
+                (Ok(symbols), Ok(btf)) => AttachContext {
                     symbols,
                     btf,
                     aya_btf: Btf::from_sys_fs().ok(),
@@ -227,7 +227,7 @@ impl Probes {
                 }
                 unload_all(&mut self.ebpf, &programs_of(def));
                 let hooks = &mut self.facts.hooks;
-                hooks[i] = attach_hook(&mut self.ebpf, def, self.backend, &kernel);
+                hooks[i] = attach_hook(&mut self.ebpf, def, self.backend, &ctx);
                 total += 1;
                 attached += usize::from(hooks[i].attached());
             }

@@ -2,7 +2,7 @@
 use std::fmt::Write;
 
 use crate::{
-    host::{btf::ResolvedField, btf::VMLINUX_BTF, kernel},
+    host::{btf::ResolvedField, btf::VMLINUX_BTF, system},
     model::SourceFacts,
     snapshot::Backend,
 };
@@ -11,7 +11,7 @@ use crate::{
 pub fn json(facts: &SourceFacts, fields: &[ResolvedField]) -> serde_json::Value {
     serde_json::json!({
         "kernel": facts.kernel,
-        "kprobes": kernel::has_kprobe_pmu(),
+        "kprobes": system::has_kprobe_pmu(),
         "btf": VMLINUX_BTF,
         "hooks": facts.hooks,
         "fields": fields,

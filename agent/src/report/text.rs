@@ -135,7 +135,7 @@ fn pool_text(p: &PoolView, out: &mut String) {
             t.inflight_pages
         );
     }
-    if let Some(k) = &p.kernel {
+    if let Some(k) = &p.netlink {
         let mut facts = Vec::new();
         if let (Some(pages), Some(bytes)) = (k.inflight_pages, k.inflight_bytes) {
             facts.push(format!(
@@ -409,7 +409,7 @@ pub fn text(s: &Snapshot) -> String {
             o.cpu_share * 100.0
         );
     }
-    if let Some(k) = &s.kernel_source {
+    if let Some(k) = &s.netlink {
         if let Some(e) = &k.error {
             let _ = writeln!(out, "kernel netlink: unavailable ({e})");
         }

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 pub mod health;
 mod hooks;
 pub use hooks::{Backend, Group, HookStatus, MODULE_NOT_LOADED};
-mod kernel;
-pub use kernel::{KernelPoolView, KernelSourceView, NetlinkPoolStats};
+mod netlink;
+pub use netlink::{NetlinkPoolStats, NetlinkPoolView, NetlinkSourceView};
 pub(crate) mod advice;
 pub use advice::{Advice, Confidence, ConfidenceLevel, Knob, SimOutcome, Verdict};
 
@@ -310,7 +310,8 @@ pub struct PoolView {
     pub alloc_source: Option<std::borrow::Cow<'static, str>>,
     pub recycle_source: Option<std::borrow::Cow<'static, str>>,
     /// The kernel's netlink view of this pool (same network namespace only).
-    pub kernel: Option<KernelPoolView>,
+    #[serde(rename = "kernel")]
+    pub netlink: Option<NetlinkPoolView>,
     /// ring / (ring + slow): when the alloc cache ran dry, how often the ring refilled it.
     pub ring_hit_rate: Option<f64>,
     /// (cache + ring) / all allocations.
@@ -354,7 +355,7 @@ impl PoolView {
             pages: PageFlow::default(),
             alloc_source: None,
             recycle_source: None,
-            kernel: None,
+            netlink: None,
             ring_hit_rate: None,
             fast_path_rate: None,
             slow_path_latency: None,
@@ -398,7 +399,8 @@ pub struct Snapshot {
     /// ppscope's own programs: None when BPF run-time stats are unavailable.
     pub overhead: Option<OverheadView>,
     /// What the kernel's netlink page-pool interface gave (None: not asked).
-    pub kernel_source: Option<KernelSourceView>,
+    #[serde(rename = "kernel_source")]
+    pub netlink: Option<NetlinkSourceView>,
     /// The devices of the pools shown: NAPI work and drops over the window.
     pub devices: Vec<DeviceView>,
     /// Per step (one interval) per device: the chain slow path → NAPI → drops, in time.
@@ -422,7 +424,7 @@ impl Snapshot {
             gve: None,
             page_return: None,
             overhead: None,
-            kernel_source: None,
+            netlink: None,
             devices: Vec::new(),
             timeline: Vec::new(),
             backends: Default::default(),

@@ -8,7 +8,7 @@ use ppscope_common::PoolIdentity;
 use super::Source;
 use crate::{
     advice::window::{AdviceWindow, LIVE_SAMPLES},
-    host::{ethtool, netlink::KernelSample},
+    host::{ethtool, netlink::NetlinkSample},
     model::{c_name, RawSample},
     pipeline::{self, AdviceFrom, Window},
     probes::Probes,
@@ -20,9 +20,9 @@ pub struct LiveSource {
     probes: Probes,
     /// The baseline, for totals since the start (the agent's `/metrics`).
     first: RawSample,
-    kernel_first: KernelSample,
+    netlink_first: NetlinkSample,
     prev: RawSample,
-    kernel_prev: KernelSample,
+    netlink_prev: NetlinkSample,
     /// The advice reads burst profiles from this (one sample per step).
     window: AdviceWindow,
     /// The last module change (gve loaded, unloaded, reloaded), shown with the source.
@@ -48,13 +48,13 @@ impl LiveSource {
     /// Takes the baseline sample: the first snapshot covers the time from here.
     pub fn new(probes: Probes) -> Result<Self> {
         let first = probes.sample()?;
-        let kernel_first = KernelSample::read();
+        let netlink_first = NetlinkSample::read();
         Ok(Self {
             window: AdviceWindow::new(LIVE_SAMPLES, &first),
             prev: first.clone(),
-            kernel_prev: kernel_first.clone(),
+            netlink_prev: netlink_first.clone(),
             first,
-            kernel_first,
+            netlink_first,
             probes,
             module_note: None,
             unreported_changes: Vec::new(),
@@ -76,11 +76,11 @@ impl LiveSource {
         }
         let cur = self.probes.sample()?;
         let module_changes = std::mem::take(&mut self.unreported_changes);
-        let kernel_now = KernelSample::read();
+        let netlink_now = NetlinkSample::read();
         self.window.push(&cur);
         let facts = &self.probes.facts;
         let mut w = Window::between(facts, &self.prev, &cur);
-        w.kernel_stats = Some((&self.kernel_prev, &kernel_now));
+        w.netlink = Some((&self.netlink_prev, &netlink_now));
         w.advice = AdviceFrom::Window(&self.window);
         let interval = pipeline::assemble(&w);
         let totals = since_start.then(|| {
@@ -91,13 +91,13 @@ impl LiveSource {
                 .filter_map(|p| Some((p.addr, p.advice.clone()?)))
                 .collect();
             let mut w = Window::between(facts, &self.first, &cur);
-            w.kernel_stats = Some((&self.kernel_first, &kernel_now));
+            w.netlink = Some((&self.netlink_first, &netlink_now));
             w.advice = AdviceFrom::Given(&advice);
             pipeline::assemble(&w)
         });
         let map_entries = cur.pools.len();
         self.prev = cur;
-        self.kernel_prev = kernel_now;
+        self.netlink_prev = netlink_now;
         Ok(Collection {
             interval,
             since_start: totals,
@@ -180,7 +180,7 @@ pub fn diagnose(
     started: impl FnOnce(),
     on_change: impl FnMut(&str),
 ) -> Result<Snapshot> {
-    let kernel_first = KernelSample::read();
+    let netlink_first = NetlinkSample::read();
     let mut samples = Vec::new();
     let mut started = Some(started);
     sample_for(
@@ -197,10 +197,10 @@ pub fn diagnose(
         },
         on_change,
     )?;
-    let kernel_last = KernelSample::read();
+    let netlink_last = NetlinkSample::read();
     let rx_rings = rx_rings(samples.last().expect("sample_for takes two at least"));
     let mut w = Window::over(&probes.facts, &samples);
-    w.kernel_stats = Some((&kernel_first, &kernel_last));
+    w.netlink = Some((&netlink_first, &netlink_last));
     w.timeline = Some((&samples, opts.interval));
     w.rx_rings = Some(&rx_rings);
     w.only_dev = opts.only_dev;

@@ -9,15 +9,15 @@ use std::collections::HashMap;
 
 use super::ratio;
 use crate::{
-    host::netlink::{KernelSample, NetlinkPool, NetlinkPoolStats},
-    snapshot::{AllocSplit, KernelPoolView, KernelSourceView, PoolView, RecycleSplit, Snapshot},
+    host::netlink::{NetlinkPool, NetlinkPoolStats, NetlinkSample},
+    snapshot::{AllocSplit, NetlinkPoolView, NetlinkSourceView, PoolView, RecycleSplit, Snapshot},
 };
 
 fn stats_delta(later: &NetlinkPoolStats, earlier: Option<&NetlinkPoolStats>) -> NetlinkPoolStats {
     let Some(e) = earlier else {
         return later.clone();
     };
-    let d = |a: u64, b: u64| a.checked_sub(b).unwrap_or(a);
+    let d = super::since;
     NetlinkPoolStats {
         id: later.id,
         ifindex: later.ifindex,
@@ -86,7 +86,7 @@ fn fill_from_kernel(p: &mut PoolView, s: &NetlinkPoolStats) {
 }
 
 /// Merges what netlink said at the window's start and end into the snapshot.
-pub fn merge(snap: &mut Snapshot, start: &KernelSample, end: &KernelSample) {
+pub fn merge(snap: &mut Snapshot, start: &NetlinkSample, end: &NetlinkSample) {
     let by_id: HashMap<u32, &NetlinkPool> = end.pools.iter().map(|p| (p.id, p)).collect();
     let delta_of = |id: u32| -> Option<NetlinkPoolStats> {
         let later = end.stats.as_ref()?.get(&id)?;
@@ -104,7 +104,7 @@ pub fn merge(snap: &mut Snapshot, start: &KernelSample, end: &KernelSample) {
         if let Some(s) = &stats {
             fill_from_kernel(p, s);
         }
-        p.kernel = Some(kernel_pool_view(nl, stats));
+        p.netlink = Some(netlink_pool_view(nl, stats));
     }
     // Pools the kernel counted but no probe saw (tracepoint-only hosts see few events).
     for nl in &end.pools {
@@ -123,18 +123,18 @@ pub fn merge(snap: &mut Snapshot, start: &KernelSample, end: &KernelSample) {
             nl.ifindex.and_then(|i| end.ifnames.get(&i).cloned()),
         );
         fill_from_kernel(&mut p, &stats);
-        p.kernel = Some(kernel_pool_view(nl, Some(stats)));
+        p.netlink = Some(netlink_pool_view(nl, Some(stats)));
         snap.pools.push(p);
     }
-    snap.kernel_source = Some(KernelSourceView {
+    snap.netlink = Some(NetlinkSourceView {
         stats_available: end.stats.is_some(),
         stats_missing: end.stats_missing.clone(),
         error: end.error.clone(),
     });
 }
 
-fn kernel_pool_view(nl: &NetlinkPool, stats: Option<NetlinkPoolStats>) -> KernelPoolView {
-    KernelPoolView {
+fn netlink_pool_view(nl: &NetlinkPool, stats: Option<NetlinkPoolStats>) -> NetlinkPoolView {
+    NetlinkPoolView {
         ifindex: nl.ifindex,
         napi_id: nl.napi_id,
         inflight_pages: nl.inflight,
@@ -181,8 +181,8 @@ mod tests {
         Snapshot::with_pools("k", 1.0, vec![pool])
     }
 
-    fn sample(pools: Vec<NetlinkPool>, st: Vec<NetlinkPoolStats>) -> KernelSample {
-        KernelSample {
+    fn sample(pools: Vec<NetlinkPool>, st: Vec<NetlinkPoolStats>) -> NetlinkSample {
+        NetlinkSample {
             pools,
             stats: Some(st.into_iter().map(|s| (s.id, s)).collect()),
             ..Default::default()
@@ -214,7 +214,7 @@ mod tests {
         assert_eq!(p.alloc.ring, Some(0));
         assert_eq!(p.fast_path_rate, Some(1.0));
         assert_eq!(p.recycle.ring, Some(1000));
-        let k = p.kernel.as_ref().unwrap();
+        let k = p.netlink.as_ref().unwrap();
         assert_eq!(k.inflight_pages, Some(512));
         assert_eq!(k.napi_id, Some(8193));
         assert_eq!(p.pages.allocated, Some(64), "probe counts stay");
@@ -251,7 +251,7 @@ mod tests {
         assert_eq!(p.alloc_source, None);
         assert_eq!(p.alloc.total, Some(990));
         assert_eq!(
-            p.kernel
+            p.netlink
                 .as_ref()
                 .unwrap()
                 .stats
@@ -280,12 +280,12 @@ mod tests {
     #[test]
     fn a_kernel_without_stats_is_said_not_hidden() {
         let mut snap = snapshot_with(PoolView::unprobed(1, None, None));
-        let end = KernelSample {
+        let end = NetlinkSample {
             stats_missing: Some("this kernel has no CONFIG_PAGE_POOL_STATS".into()),
             ..Default::default()
         };
-        merge(&mut snap, &KernelSample::default(), &end);
-        let k = snap.kernel_source.unwrap();
+        merge(&mut snap, &NetlinkSample::default(), &end);
+        let k = snap.netlink.unwrap();
         assert!(!k.stats_available);
         assert_eq!(
             k.stats_missing.as_deref(),

@@ -3,7 +3,7 @@ use serde::{Deserialize, Serialize};
 
 /// The kernel's facts about one pool, as netlink reports them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct KernelPoolView {
+pub struct NetlinkPoolView {
     pub ifindex: Option<u32>,
     pub napi_id: Option<u32>,
     pub inflight_pages: Option<u64>,
@@ -18,7 +18,7 @@ pub struct KernelPoolView {
 
 /// The kernel side of the snapshot.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct KernelSourceView {
+pub struct NetlinkSourceView {
     /// Whether the kernel's page_pool stats were read; if not, why (`stats_missing`).
     pub stats_available: bool,
     pub stats_missing: Option<String>,

@@ -254,8 +254,25 @@ fn site_text(out: &mut String, name: &str, v: Option<&SiteView>, value_name: Opt
     }
 }
 
+/// The diagnose report as text: one section after another, each skipped when it has nothing.
 pub fn text(s: &Snapshot) -> String {
     let mut out = String::new();
+    for section in [
+        pools_section,
+        devices_section,
+        timeline_section,
+        sites_section,
+        cost_section,
+        hooks_section,
+    ] {
+        section(s, &mut out);
+    }
+    out.push_str("\n'?' = not measured by the hooks available on this kernel.\n");
+    out
+}
+
+/// The window, then every pool.
+fn pools_section(s: &Snapshot, out: &mut String) {
     let _ = writeln!(
         out,
         "ppscope diagnose: kernel {}, {:.1} s window, {} pool(s) active\n",
@@ -269,9 +286,13 @@ pub fn text(s: &Snapshot) -> String {
         );
     }
     for p in &s.pools {
-        pool_text(p, &mut out);
+        pool_text(p, out);
         out.push('\n');
     }
+}
+
+/// NAPI and drops of the pools' devices.
+fn devices_section(s: &Snapshot, out: &mut String) {
     if !s.devices.is_empty() {
         out.push_str("devices (NAPI and drops)\n");
         for d in &s.devices {
@@ -309,6 +330,10 @@ pub fn text(s: &Snapshot) -> String {
         }
         out.push('\n');
     }
+}
+
+/// The steps where pages came from or went back to the allocator, or packets dropped.
+fn timeline_section(s: &Snapshot, out: &mut String) {
     let busy: Vec<_> = s
         .timeline
         .iter()
@@ -357,32 +382,36 @@ pub fn text(s: &Snapshot) -> String {
         }
         out.push('\n');
     }
+}
+
+/// Whole-site hooks: pages leaving pools, devmem TCP, gve.
+fn sites_section(s: &Snapshot, out: &mut String) {
     if let Some(r) = &s.page_return {
-        site_text(&mut out, "pages leaving pools", Some(r), None);
+        site_text(out, "pages leaving pools", Some(r), None);
         out.push('\n');
     }
     if let Some(d) = &s.devmem {
         out.push_str("devmem TCP\n");
         site_text(
-            &mut out,
+            out,
             "SO_DEVMEM_DONTNEED",
             d.dontneed.as_ref(),
             Some("frags"),
         );
-        site_text(&mut out, "dmabuf free", d.free.as_ref(), None);
-        site_text(&mut out, "provider alloc", d.provider_alloc.as_ref(), None);
+        site_text(out, "dmabuf free", d.free.as_ref(), None);
+        site_text(out, "provider alloc", d.provider_alloc.as_ref(), None);
         out.push('\n');
     }
     match &s.gve {
         Some(g) => {
             out.push_str("gve\n");
-            site_text(&mut out, "gve_alloc_buffer", g.alloc.as_ref(), None);
+            site_text(out, "gve_alloc_buffer", g.alloc.as_ref(), None);
             if g.queues.is_empty() {
                 out.push_str("  rx NAPI poll        no polls in the window\n");
             }
             for q in &g.queues {
                 site_text(
-                    &mut out,
+                    out,
                     &format!("rx queue {} poll", q.queue),
                     Some(&q.poll),
                     Some("work"),
@@ -400,6 +429,10 @@ pub fn text(s: &Snapshot) -> String {
             }
         }
     }
+}
+
+/// ppscope's own cost, and what netlink could not give.
+fn cost_section(s: &Snapshot, out: &mut String) {
     if let Some(o) = &s.overhead {
         let _ = writeln!(
             out,
@@ -418,6 +451,10 @@ pub fn text(s: &Snapshot) -> String {
         }
         out.push('\n');
     }
+}
+
+/// Which backend serves each hook, or why none does.
+fn hooks_section(s: &Snapshot, out: &mut String) {
     out.push_str("hooks\n");
     for (name, h) in &s.backends {
         match &h.backend {
@@ -440,8 +477,6 @@ pub fn text(s: &Snapshot) -> String {
             }
         }
     }
-    out.push_str("\n'?' = not measured by the hooks available on this kernel.\n");
-    out
 }
 
 #[cfg(test)]

@@ -208,108 +208,239 @@ pub fn advise_with(
     let provider = profile.provider || ctx.zero_copy_provider;
     let base = SimParams::for_ring(ctx.ring_size, provider);
     let max = ctx.kernel_max_ring.max(sim::MIN_CANDIDATE);
+    let frees = {
+        let t = profile.totals();
+        t.ring_frees + t.direct_frees
+    };
+    // 1. Every replay the rule needs, first.
+    let replays = Replays::run(profile, &base, max, frees, target_fast_path);
+    // 2. The verdict, from the replays alone.
+    let d = decide(profile, ctx, &replays, max);
+    // 3. The numbers behind it, in words.
+    let evidence = evidence(profile, ctx, &replays, &d, max, provider);
+    let secs = profile.duration_s();
+    let (cur_slow, cur_rf) = cost_ns_per_s(&replays.current, ctx, secs);
+    let (new_slow, new_rf) = cost_ns_per_s(&d.predicted, ctx, secs);
+    let knob = knob_for(
+        ctx.driver.as_deref(),
+        ctx.ifname.as_deref(),
+        d.knob_size,
+        max,
+    );
+    let knob_text = knob_text(&knob, ctx.driver.as_deref(), d.knob_size);
+    let confidence = confidence(
+        profile,
+        &base,
+        d.recommended,
+        &replays.judge,
+        measured,
+        d.low_reason,
+    );
+    Advice {
+        verdict: d.verdict,
+        current_size: ctx.ring_size,
+        recommended_size: d.recommended,
+        current: replays.current,
+        predicted: d.predicted,
+        slow_time_saved_ns_per_s: (cur_slow - new_slow) + (cur_rf - new_rf),
+        extra_pinned_bytes: ring_bytes_delta(ctx, ctx.ring_size, d.recommended),
+        pinned_anyway: provider,
+        knob,
+        confidence,
+        evidence,
+        target: target_fast_path,
+        queues: ctx.queues_on_device.max(1),
+        pool_name: ctx.name(),
+        knob_text,
+        profile_s: secs,
+        resize_suspect: None,
+    }
+}
+
+/// The replays one advice reads: the current size, every candidate, and (only when no
+/// candidate up to the kernel's maximum is good) sizes past the maximum.
+struct Replays {
+    current: SimOutcome,
+    /// Candidate sizes, smallest first.
+    runs: Vec<(u32, SimOutcome)>,
+    /// The first size past the maximum (2×, 4×) that would be good, when none up to it is.
+    beyond: Option<(u32, SimOutcome)>,
+    judge: Judge,
+}
+
+impl Replays {
+    fn run(profile: &Profile, base: &SimParams, max: u32, frees: u64, target: f64) -> Self {
+        let current = sim::simulate_steady(profile, base);
+        let runs = sim::sweep_steady(profile, base, &sim::candidate_sizes(max));
+        let judge = Judge {
+            target,
+            ring_full_ok: (frees as f64 * RING_FULL_TOLERANCE).max(0.1 * current.ring_full as f64),
+        };
+        let stuck = !judge.good(&current)
+            && !runs
+                .iter()
+                .any(|(n, o)| *n > base.ring_size && judge.good(o));
+        let beyond = if stuck {
+            [2u32, 4]
+                .iter()
+                .filter_map(|m| max.checked_mul(*m))
+                .map(|n| (n, sim::simulate_steady(profile, &base.with_ring(n))))
+                .find(|(_, o)| judge.good(o))
+        } else {
+            None
+        };
+        Self {
+            current,
+            runs,
+            beyond,
+            judge,
+        }
+    }
+}
+
+/// What the rule decided.
+struct Decision {
+    verdict: Verdict,
+    recommended: u32,
+    /// The replay at the recommended size.
+    predicted: SimOutcome,
+    /// The size the knob is written for (past the maximum when only a kernel change helps).
+    knob_size: u32,
+    /// Why confidence is low, when the rule could not reach the target.
+    low_reason: Option<String>,
+    /// Growing: the largest candidate below the recommended size (not enough).
+    below: Option<(u32, SimOutcome)>,
+}
+
+/// The rule of the module doc, on replays already made.
+fn decide(profile: &Profile, ctx: &PoolContext, r: &Replays, max: u32) -> Decision {
+    let cur_size = ctx.ring_size;
+    let totals = profile.totals();
+    let traffic = totals.allocs.max(totals.ring_frees + totals.direct_frees);
+    let keep = Decision {
+        verdict: Verdict::Keep,
+        recommended: cur_size,
+        predicted: r.current,
+        knob_size: cur_size,
+        low_reason: None,
+        below: None,
+    };
+    if r.judge.good(&r.current) {
+        return match shrink_candidate(profile, ctx, &r.runs, &r.current, &r.judge, traffic) {
+            Some((n, o)) => Decision {
+                verdict: Verdict::Shrink(n),
+                recommended: n,
+                predicted: o,
+                knob_size: n,
+                ..keep
+            },
+            None => keep,
+        };
+    }
+    if let Some(&(n, o)) = r
+        .runs
+        .iter()
+        .find(|(n, o)| *n > cur_size && r.judge.good(o))
+    {
+        return Decision {
+            verdict: Verdict::Grow(n),
+            recommended: n,
+            predicted: o,
+            knob_size: n,
+            below: r.runs.iter().rev().find(|(m, _)| *m < n).copied(),
+            ..keep
+        };
+    }
+    // Nothing up to the kernel's maximum reaches the target.
+    let at_max = r.runs.last().map(|r| r.1).unwrap_or(r.current);
+    let better = at_max.recycled_rate > r.current.recycled_rate + RATE_TOLERANCE
+        || (at_max.ring_full as f64) < 0.9 * r.current.ring_full as f64;
+    if max > cur_size && better {
+        Decision {
+            verdict: Verdict::Grow(max),
+            recommended: max,
+            predicted: at_max,
+            knob_size: max,
+            low_reason: Some(format!(
+                "even the kernel's maximum ring ({max}) does not reach the target"
+            )),
+            below: None,
+        }
+    } else {
+        Decision {
+            knob_size: if r.beyond.is_some() {
+                max.saturating_mul(2)
+            } else {
+                cur_size
+            },
+            low_reason: Some(format!(
+                "the ring is at the kernel's maximum ({max}) or a larger one would not help"
+            )),
+            ..keep
+        }
+    }
+}
+
+/// The numbers behind a decision, in the order a person reads them: the profile, now, why
+/// smaller sizes fall short (or what only a kernel change would do), the prediction, time,
+/// memory.
+fn evidence(
+    profile: &Profile,
+    ctx: &PoolContext,
+    r: &Replays,
+    d: &Decision,
+    max: u32,
+    provider: bool,
+) -> Vec<String> {
     let cur_size = ctx.ring_size;
     let secs = profile.duration_s();
     let totals = profile.totals();
-    let frees = totals.ring_frees + totals.direct_frees;
-    let traffic = totals.allocs.max(frees);
-
-    let current = sim::simulate_steady(profile, &base);
-    let sizes = sim::candidate_sizes(max);
-    let runs = sim::sweep_steady(profile, &base, &sizes);
-    let judge = Judge {
-        target: target_fast_path,
-        ring_full_ok: (frees as f64 * RING_FULL_TOLERANCE).max(0.1 * current.ring_full as f64),
-    };
-    let mut evidence = Vec::new();
-    evidence.push(format!(
-        "profile: {} steps of {:.1} ms ({:.1} s): {:.0} allocs/s, {:.0} ring frees/s, {:.0} direct \
-         frees/s; largest ring-free burst {} in one step",
-        profile.steps.len(),
-        profile.step_ns as f64 / 1e6,
-        secs,
-        SimOutcome::per_s(totals.allocs, secs),
-        SimOutcome::per_s(totals.ring_frees, secs),
-        SimOutcome::per_s(totals.direct_frees, secs),
-        profile.peak_ring_frees()
-    ));
-    evidence.push(describe(cur_size, &current, secs, provider, "now"));
-
-    let cur_good = judge.good(&current);
-    let mut low_reason: Option<String> = None;
-    let mut knob_size = cur_size;
-    let (verdict, recommended, predicted) = if cur_good {
-        match shrink_candidate(profile, ctx, &runs, &current, &judge, traffic) {
-            Some((n, o)) => {
-                knob_size = n;
-                (Verdict::Shrink(n), n, o)
-            }
-            None => (Verdict::Keep, cur_size, current),
-        }
-    } else if let Some(&(n, o)) = runs.iter().find(|(n, o)| *n > cur_size && judge.good(o)) {
-        if let Some((below, ob)) = runs.iter().rev().find(|(m, _)| *m < n) {
-            evidence.push(format!(
-                "{below} is not enough: recycled {} (target {}), ring full {:.0}/s",
-                pct(ob.recycled_rate),
-                pct(target_fast_path),
-                SimOutcome::per_s(ob.ring_full, secs)
-            ));
-        }
-        knob_size = n;
-        (Verdict::Grow(n), n, o)
-    } else {
-        // Nothing up to the kernel's maximum reaches the target: how far would it take?
-        let beyond = [2u32, 4]
-            .iter()
-            .filter_map(|m| max.checked_mul(*m))
-            .map(|n| (n, sim::simulate_steady(profile, &base.with_ring(n))))
-            .find(|(_, o)| judge.good(o));
-        let kernel_would_help = beyond.is_some();
-        match beyond {
-            Some((n, o)) => evidence.push(format!(
+    let mut evidence = vec![
+        format!(
+            "profile: {} steps of {:.1} ms ({:.1} s): {:.0} allocs/s, {:.0} ring frees/s, {:.0} \
+             direct frees/s; largest ring-free burst {} in one step",
+            profile.steps.len(),
+            profile.step_ns as f64 / 1e6,
+            secs,
+            SimOutcome::per_s(totals.allocs, secs),
+            SimOutcome::per_s(totals.ring_frees, secs),
+            SimOutcome::per_s(totals.direct_frees, secs),
+            profile.peak_ring_frees()
+        ),
+        describe(cur_size, &r.current, secs, provider, "now"),
+    ];
+    if let Some((below, ob)) = &d.below {
+        evidence.push(format!(
+            "{below} is not enough: recycled {} (target {}), ring full {:.0}/s",
+            pct(ob.recycled_rate),
+            pct(r.judge.target),
+            SimOutcome::per_s(ob.ring_full, secs)
+        ));
+    }
+    if d.low_reason.is_some() {
+        evidence.push(match r.beyond {
+            Some((n, o)) => format!(
                 "a ring of {n} would reach it (recycled {}): past the kernel's {max} clamp, \
                  needs a kernel change",
                 pct(o.recycled_rate)
-            )),
-            None => evidence.push(format!(
+            ),
+            None => format!(
                 "not even {} would reach the target: the workload holds more buffers than a \
                  ring can take back; the fix is in how the application returns them",
                 max.saturating_mul(4)
-            )),
-        }
-        let at_max = runs.last().map(|r| r.1).unwrap_or(current);
-        let better = at_max.recycled_rate > current.recycled_rate + RATE_TOLERANCE
-            || (at_max.ring_full as f64) < 0.9 * current.ring_full as f64;
-        if max > cur_size && better {
-            low_reason = Some(format!(
-                "even the kernel's maximum ring ({max}) does not reach the target"
-            ));
-            knob_size = max;
-            (Verdict::Grow(max), max, at_max)
-        } else {
-            low_reason = Some(format!(
-                "the ring is at the kernel's maximum ({max}) or a larger one would not help"
-            ));
-            if kernel_would_help {
-                knob_size = max.saturating_mul(2);
-            }
-            (Verdict::Keep, cur_size, current)
-        }
-    };
-    if recommended != cur_size {
+            ),
+        });
+    }
+    if d.recommended != cur_size {
         evidence.push(describe(
-            recommended,
-            &predicted,
+            d.recommended,
+            &d.predicted,
             secs,
             provider,
             "predicted",
         ));
-    }
-
-    let (cur_slow, cur_rf) = cost_ns_per_s(&current, ctx, secs);
-    let (new_slow, new_rf) = cost_ns_per_s(&predicted, ctx, secs);
-    let saved = (cur_slow - new_slow) + (cur_rf - new_rf);
-    if recommended != cur_size {
+        let (cur_slow, cur_rf) = cost_ns_per_s(&r.current, ctx, secs);
+        let (new_slow, new_rf) = cost_ns_per_s(&d.predicted, ctx, secs);
         evidence.push(format!(
             "time: slow path {} → {}, ring-full frees {} → {} (at {:.1} µs per {}, {:.1} µs per \
              ring-full free)",
@@ -333,8 +464,6 @@ pub fn advise_with(
             );
         }
     }
-
-    let extra = ring_bytes_delta(ctx, cur_size, recommended);
     let q = ctx.queues_on_device.max(1);
     if provider {
         evidence.push(
@@ -351,38 +480,15 @@ pub fn advise_with(
             queues_text(q)
         ));
     }
-    if let Verdict::Shrink(n) = verdict {
+    if let Verdict::Shrink(n) = d.verdict {
         evidence.push(format!(
             "a ring of {n} (twice the smallest size that predicts the same) gives back up to {} \
              across {}",
-            bytes(extra.unsigned_abs()),
+            bytes(ring_bytes_delta(ctx, cur_size, d.recommended).unsigned_abs()),
             queues_text(q)
         ));
     }
-
-    let knob = knob_for(ctx.driver.as_deref(), ctx.ifname.as_deref(), knob_size, max);
-    let knob_text = knob_text(&knob, ctx.driver.as_deref(), knob_size);
-    let confidence = confidence(profile, &base, recommended, &judge, measured, low_reason);
-
-    Advice {
-        verdict,
-        current_size: cur_size,
-        recommended_size: recommended,
-        current,
-        predicted,
-        slow_time_saved_ns_per_s: saved,
-        extra_pinned_bytes: extra,
-        pinned_anyway: provider,
-        knob,
-        confidence,
-        evidence,
-        target: target_fast_path,
-        queues: q,
-        pool_name: ctx.name(),
-        knob_text,
-        profile_s: secs,
-        resize_suspect: None,
-    }
+    evidence
 }
 
 fn describe(size: u32, o: &SimOutcome, secs: f64, provider: bool, what: &str) -> String {

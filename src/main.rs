@@ -16,7 +16,7 @@ use ppscope::{
     host::signals::Interrupt,
     probes::{lab, BackendChoice, ProbeOptions, Probes},
     recording, report,
-    source::live,
+    source::{self, live},
 };
 
 #[derive(Parser)]
@@ -32,7 +32,7 @@ struct Cli {
 
 /// Durations and addresses are parsed by the library (`ppscope::args`), where the fuzz
 /// targets reach the same code.
-use ppscope::args::{parse_duration, parse_listen};
+use ppscope::args::{parse_duration, parse_listen, parse_size};
 
 #[derive(clap::Args)]
 struct ProbeArgs {
@@ -92,17 +92,6 @@ struct AgentArgs {
     grace: Duration,
     #[command(flatten)]
     probe: ProbeArgs,
-}
-
-/// `120x40`: columns by rows.
-fn parse_size(s: &str) -> Result<(u16, u16), String> {
-    let bad = || format!("'{s}' is not COLSxROWS (e.g. 120x40)");
-    let (c, r) = s.split_once(['x', 'X']).ok_or_else(bad)?;
-    let (c, r): (u16, u16) = (c.parse().map_err(|_| bad())?, r.parse().map_err(|_| bad())?);
-    if c == 0 || r == 0 {
-        return Err(bad());
-    }
-    Ok((c, r))
 }
 
 #[derive(clap::Args)]
@@ -202,15 +191,11 @@ enum LabCommand {
 
 fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
     let snap = match &opts.replay {
-        Some(path) => {
-            let rec = recording::Recording::read(path)?;
-            let samples = rec.samples();
-            let facts = rec.header.facts();
-            let mut w = ppscope::pipeline::Window::over(&facts, &samples);
-            w.timeline = Some((&samples, opts.interval));
-            w.only_dev = opts.dev.as_deref();
-            ppscope::pipeline::assemble(&w)
-        }
+        Some(path) => source::replay::diagnose(
+            &recording::Recording::read(path)?,
+            opts.interval,
+            opts.dev.as_deref(),
+        ),
         None => {
             let mut probes = opts.probe.start()?;
             let hooks = &probes.facts.hooks;

@@ -33,9 +33,31 @@ pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
     })
 }
 
+/// `120x40`: columns by rows.
+pub fn parse_size(s: &str) -> Result<(u16, u16), String> {
+    let bad = || format!("'{s}' is not COLSxROWS (e.g. 120x40)");
+    let (c, r) = s.split_once(['x', 'X']).ok_or_else(bad)?;
+    let (c, r): (u16, u16) = (c.parse().map_err(|_| bad())?, r.parse().map_err(|_| bad())?);
+    if c == 0 || r == 0 {
+        return Err(bad());
+    }
+    Ok((c, r))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frame_sizes() {
+        assert_eq!(parse_size("120x40"), Ok((120, 40)));
+        assert_eq!(parse_size("80X24"), Ok((80, 24)));
+        for bad in [
+            "0x40", "120x0", "120", "x", "120x40x2", "-1x5", "70000x10", "",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn durations() {

@@ -37,7 +37,7 @@ pub fn si(v: Option<f64>) -> String {
 
 /// A share as a percentage with one decimal (`99.5%`), `?` when unknown.
 pub fn pct(r: Option<f64>) -> String {
-    r.map_or_else(|| "?".into(), |r| format!("{:.1}%", r * 100.0))
+    ppscope::units::pct_or_unknown(r)
 }
 
 /// A duration in a narrow column: `512ns`, `2.0µs`, `1.5ms`, `1.20s`.
@@ -55,12 +55,7 @@ pub fn dur(ns: Option<u64>) -> String {
 pub fn bytes(b: Option<u64>) -> String {
     let Some(b) = b else { return "?".into() };
     const UNITS: [&str; 5] = ["B", "K", "M", "G", "T"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
+    let (v, u) = ppscope::units::binary_scale(b, UNITS.len() - 1);
     if u == 0 || v >= 10.0 {
         format!("{v:.0}{}", UNITS[u])
     } else {

@@ -20,9 +20,7 @@ fn count(n: Option<u64>) -> String {
     }
 }
 
-fn pct(r: Option<f64>) -> String {
-    r.map_or_else(|| "?".into(), crate::units::pct)
-}
+use crate::units::pct_or_unknown as pct;
 
 fn share(part: Option<u64>, total: Option<u64>) -> String {
     match (part, total) {

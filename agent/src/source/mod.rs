@@ -10,7 +10,7 @@ use crate::{pipeline, snapshot::Snapshot};
 
 mod connect;
 pub mod live;
-mod replay;
+pub mod replay;
 mod sim;
 
 pub use connect::ConnectSource;

@@ -92,3 +92,14 @@ impl Source for ReplaySource {
         Ok(Some(snap))
     }
 }
+
+/// `diagnose --replay`: the whole recording as one window, with its timeline in steps of
+/// `step` and the advice from all its samples.
+pub fn diagnose(rec: &Recording, step: Duration, only_dev: Option<&str>) -> Snapshot {
+    let samples = rec.samples();
+    let facts = rec.header.facts();
+    let mut w = Window::over(&facts, &samples);
+    w.timeline = Some((&samples, step));
+    w.only_dev = only_dev;
+    pipeline::assemble(&w)
+}

@@ -1,9 +1,11 @@
-//! The one place a [`Snapshot`] is assembled. Every source (live, replay, simulation) and every
-//! face (`top`, `diagnose`, `record`'s replay, `simulate`, the agent) goes through
-//! [`assemble`], so a stage added here reaches all of them:
+//! The one place a [`Snapshot`] is assembled from samples. Every source (live, replay,
+//! simulation) and so every face that shows samples (`top`, `diagnose`, `simulate --replay`,
+//! the agent, and through it `top --connect`) goes through [`assemble`], so a stage added here
+//! reaches all of them (`simulate --scenario` advises a built-in profile, no samples, and
+//! `top --dev` filters any source, a remote agent's too, with [`only_device`]):
 //!
 //! 1. **model**: two samples → pools, devices, sites ([`model::snapshot`]);
-//! 2. **kernel stats**: netlink's view of the same window merged in, where the source has it;
+//! 2. **netlink stats**: netlink's view of the same window merged in, where the source has it;
 //! 3. **names**: drop reasons named from BTF;
 //! 4. **timeline**: per step and device, the chain slow path → NAPI → drops, where the source
 //!    has the intermediate samples;

@@ -141,7 +141,7 @@ impl ProbeConfig {
 /// Per-pool, per-CPU counters of the hot paths, keyed by the kernel address of the
 /// `struct page_pool`: small, so that a per-CPU map of thousands of pools stays small on
 /// hosts with many CPUs. Raw event counts: the agent's model turns them into the
-/// cache/ring/slow and cached/ring/ring_full splits (see `agent/src/model.rs`).
+/// cache/ring/slow and cached/ring/ring_full splits (see `agent/src/model/pools.rs`).
 #[repr(C)]
 #[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -225,7 +225,7 @@ fn main(f: &mut Frame, app: &App, area: Rect) {
 }
 
 /// A column of the pools table: its header, width, priority, sort key and cell, in one place.
-/// Adding a column is a variant here (and its line in each `match`), nothing else.
+/// Adding a column is a variant here, its place in `ALL` and its line in each `match`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Column {
     Health,

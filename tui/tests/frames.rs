@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use ppscope::{
     advice::{self, scenario},
-    snapshot::{Advice, DevmemView, GveQueueView, GveView, Latency, PoolView, SiteView, Snapshot},
+    snapshot::{
+        Advice, DevmemView, GveQueueView, GveView, Latency, PoolView, SiteView, Snapshot,
+        TeardownView,
+    },
     source::{SimSource, Source},
 };
 use ppscope_tui::{frame_text, App};
@@ -119,6 +122,21 @@ fn app_with(snaps: impl IntoIterator<Item = Snapshot>) -> App {
 
 fn frame(app: &App, w: u16, h: u16) -> String {
     frame_text(app, w, h).expect("renders")
+}
+
+#[test]
+fn a_destroyed_pool_says_so_in_its_detail() {
+    let mut p = pool(0xffff_8880_0000_1000, "eth0", 0, 900_000, 40, 0);
+    p.teardown = Some(TeardownView {
+        attempts: 2,
+        inflight_pages: 12,
+    });
+    let app = app_with([Snapshot::with_pools("6.12.0-test", 1.0, vec![p])]);
+    let text = frame(&app, 120, 40);
+    assert!(
+        text.contains("destroyed: 2 release attempt(s), 12 pages still out"),
+        "{text}"
+    );
 }
 
 #[test]

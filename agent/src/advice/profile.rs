@@ -68,7 +68,7 @@ impl ProfileCounters {
 }
 
 /// A sample a profile can be read from: a full [`RawSample`] (a recording) or the slim
-/// samples a live window keeps (`crate::window`).
+/// samples a live window keeps (`crate::advice::window`).
 pub trait ProfileSample {
     fn at(&self) -> Instant;
     fn counters(&self, pool: u64) -> Option<ProfileCounters>;

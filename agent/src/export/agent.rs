@@ -28,14 +28,14 @@ pub struct AgentOptions {
 
 /// Pools that stopped moving leave the metrics after a grace period.
 #[derive(Debug, Default)]
-pub struct Retirement {
+struct Retirement {
     /// Per pool: its activity when it last moved, and when that was.
     last_moved: HashMap<String, (u64, Instant)>,
 }
 
 impl Retirement {
     /// Drops from `snap` the pools that have not moved for longer than `grace` as of `now`.
-    pub fn retire(&mut self, snap: &mut Snapshot, grace: Duration, now: Instant) {
+    fn retire(&mut self, snap: &mut Snapshot, grace: Duration, now: Instant) {
         let listed: HashSet<String> = snap.pools.iter().map(|p| p.pool.clone()).collect();
         snap.pools.retain(|p| {
             let activity = p.activity();

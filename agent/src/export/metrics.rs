@@ -508,6 +508,34 @@ mod tests {
     }
 
     #[test]
+    fn a_destroyed_pool_exports_its_release_attempts_and_inflight_pages() {
+        let mut s = snap();
+        s.pools[0].teardown = Some(crate::snapshot::TeardownView {
+            attempts: 2,
+            inflight_pages: 12,
+        });
+        let (t, _) = render(&s, &SelfStats::default(), Format::Prometheus, 100);
+        let labels = r#"{device="ve\"th\\1",queue="0",pool="7"}"#;
+        assert!(
+            t.contains(&format!(
+                "ppscope_page_pool_teardown_attempts_total{labels} 2"
+            )),
+            "{t}"
+        );
+        assert!(
+            t.contains(&format!(
+                "ppscope_page_pool_teardown_inflight_pages{labels} 12"
+            )),
+            "{t}"
+        );
+        let (quiet, _) = render(&snap(), &SelfStats::default(), Format::Prometheus, 100);
+        assert_eq!(
+            lines(&quiet, "ppscope_page_pool_teardown_attempts_total{").len(),
+            0
+        );
+    }
+
+    #[test]
     fn counters_and_labels() {
         let (t, dropped) = render(&snap(), &SelfStats::default(), Format::Prometheus, 100);
         assert_eq!(dropped, 0);

@@ -9,27 +9,6 @@ pub fn since(later: u64, earlier: u64) -> u64 {
     later.checked_sub(earlier).unwrap_or(later)
 }
 
-/// `into += other`, field by field (summing per-CPU values).
-pub fn accumulate(into: &mut PoolCounters, other: &PoolCounters) {
-    macro_rules! add {
-        ($($f:ident),*) => { $( into.$f = into.$f.wrapping_add(other.$f); )* };
-    }
-    ppscope_common::hot_fields!(add);
-    for (into, other) in [
-        (&mut into.slow_hist, &other.slow_hist),
-        (&mut into.full_run_hist, &other.full_run_hist),
-        (&mut into.empty_run_hist, &other.empty_run_hist),
-        (&mut into.fill_hist, &other.fill_hist),
-    ] {
-        for (a, b) in into.iter_mut().zip(other.iter()) {
-            *a = a.wrapping_add(*b);
-        }
-    }
-    // Runs in progress are per-CPU state, not counts: the longest one stands for them.
-    into.full_run = into.full_run.max(other.full_run);
-    into.empty_run = into.empty_run.max(other.empty_run);
-}
-
 /// `later - earlier`, field by field. A counter that went backwards (the pool was evicted and
 /// seen again) restarts from its new value rather than wrapping to a huge number.
 pub fn delta(later: &PoolCounters, earlier: &PoolCounters) -> PoolCounters {

@@ -18,7 +18,7 @@ pub mod netlink_merge;
 mod pools;
 mod sample;
 
-pub use counters::{accumulate, accumulate_site, delta, delta_site, since};
+pub use counters::{accumulate_site, delta, delta_site, since};
 pub use devices::{device_views, keep_steps_of, name_drop_reasons, pool_netdevs, timeline_step};
 pub use interval::snapshot;
 pub use pools::{apply_state, pool_view};

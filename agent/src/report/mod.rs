@@ -5,5 +5,5 @@ pub mod json;
 pub mod simulate;
 pub mod text;
 
-pub use json::{json, JSON_VERSION};
+pub use json::json;
 pub use text::{duration_ns, histogram, text};

@@ -484,6 +484,26 @@ mod tests {
     use ppscope_common::PoolCounters;
 
     #[test]
+    fn a_destroyed_pool_gets_its_teardown_line() {
+        let mut p = crate::snapshot::PoolView::unprobed(3, None, Some("veth1".into()));
+        p.teardown = Some(crate::snapshot::TeardownView {
+            attempts: 2,
+            inflight_pages: 12,
+        });
+        let t = text(&Snapshot::with_pools("k", 1.0, vec![p]));
+        assert!(
+            t.contains("  teardown     destroyed by its driver: 2 release attempt(s), 12 pages still out at the last\n"),
+            "{t}"
+        );
+        let quiet = text(&Snapshot::with_pools(
+            "k",
+            1.0,
+            vec![crate::snapshot::PoolView::unprobed(3, None, None)],
+        ));
+        assert!(!quiet.contains("teardown"), "{quiet}");
+    }
+
+    #[test]
     fn thousands_and_unknowns() {
         assert_eq!(count(Some(1234567)), "1,234,567");
         assert_eq!(count(Some(12)), "12");

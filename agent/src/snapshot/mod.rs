@@ -1,4 +1,4 @@
-//! The snapshot: what every consumer (report, exporter, dashboard, HTML) receives. Plain serde
+//! The snapshot: what every consumer (report, export, dashboard) receives. Plain serde
 //! types and the figures read off them; no I/O and nothing that knows where the numbers came
 //! from. `crate::model` fills them from samples; `crate::pipeline` assembles one.
 use std::collections::BTreeMap;
@@ -371,6 +371,8 @@ impl PoolView {
             + self.recycle.total.unwrap_or(0)
             + self.pages.allocated.unwrap_or(0)
             + self.pages.released.unwrap_or(0)
+            // A destroyed pool stuck with pages out moves only here: it stays listed.
+            + self.teardown.as_ref().map_or(0, |t| t.attempts)
     }
 
     /// How a person names this pool: `vnet1 q0`, `veth1`, or the pool address.

@@ -130,7 +130,7 @@ impl Source for LiveSource {
 /// Samples the probes from now on, every `step`, until `duration` has passed or `wait` (which
 /// sleeps up to the time it is given) says the run was interrupted; the last sample is always
 /// taken. Every sample, the first included, goes to `each`; module changes to `on_change`.
-pub fn sample_for(
+fn sample_for(
     probes: &mut Probes,
     duration: Duration,
     step: Duration,
@@ -157,7 +157,7 @@ pub fn sample_for(
 
 /// Fine-grained sampling for burst profiles: 10 ms, coarser for long windows so that a
 /// window keeps at most a few thousand samples in memory.
-pub fn profile_interval(duration: Duration) -> Duration {
+fn profile_interval(duration: Duration) -> Duration {
     Duration::from_millis(10).max(duration / 6000)
 }
 
@@ -210,7 +210,7 @@ pub fn diagnose(
 /// The configured rx ring (`ethtool -g`) of every pool's device that reports one, by ifindex:
 /// the ring check's input. Up to a thread per network namespace per device, so read once per
 /// window, not every interval.
-pub fn rx_rings(sample: &RawSample) -> HashMap<u32, u32> {
+fn rx_rings(sample: &RawSample) -> HashMap<u32, u32> {
     let mut rings = HashMap::new();
     for id in sample.pools.values().filter_map(|p| p.identity.as_ref()) {
         let known = PoolIdentity::KNOWN_IFNAME | PoolIdentity::KNOWN_IFINDEX;

@@ -58,7 +58,7 @@ pub struct SimRow {
 /// Probe body target: ppscope's per-event run time at most this many times the floor's.
 pub const BODY_RATIO_TARGET: f64 = 1.25;
 
-/// Why the agent misses its 1,000-pool targets (from `agent/src/source.rs` as of this suite).
+/// Why the agent misses its 1,000-pool targets (from `agent/src/source/live.rs` and `agent/src/advice/` as of this suite).
 const AGENT_WHY: &str = "\
 - **Why the agent misses at 1,000 pools, and what would fix it.** Fixed with this suite: the
   advice window (the last 61 samples) was copied every tick to hand it to the advice (61
@@ -73,7 +73,7 @@ const AGENT_WHY: &str = "\
 ";
 
 /// Why the body misses its target, and what would fix it (from reading the programs and the
-/// figures above; keep in step with `ebpf/src/main.rs`).
+/// figures above; keep in step with `ebpf/src/hooks/` and `ebpf/src/pool.rs`).
 const PROBE_COST_WHY: &str = "\
 **Why the body costs more than 1.25× the floor, and what would fix it.**
 

@@ -29,7 +29,7 @@ use aya::{
     Btf, Ebpf,
 };
 
-/// Alternatives across kernel versions, newest first (as in agent/src/probes.rs HOOKS).
+/// Alternatives across kernel versions, newest first (as in agent/src/probes/hooks.rs HOOKS).
 const ALLOC: &[&str] = &["page_pool_alloc_netmems", "page_pool_alloc_netmem"];
 const FRAG: &[&str] = &["page_pool_alloc_frag_netmem", "page_pool_alloc_frag"];
 const PUT: &[&str] = &[

@@ -32,7 +32,7 @@ struct Cli {
 
 /// Durations and addresses are parsed by the library (`ppscope::args`), where the fuzz
 /// targets reach the same code.
-use ppscope::args::{parse_duration, parse_listen, parse_size};
+use ppscope::args::{parse_agent_url, parse_duration, parse_listen, parse_size, parse_target};
 
 #[derive(clap::Args)]
 struct ProbeArgs {
@@ -69,8 +69,9 @@ struct DiagnoseArgs {
     /// Only pools of this interface.
     #[arg(long)]
     dev: Option<String>,
-    /// Read a recording (`ppscope record`) instead of the live kernel.
-    #[arg(long, value_name = "FILE")]
+    /// Read a recording (`ppscope record`) instead of the live kernel (its window is the
+    /// recording's: no --duration, and no probes to choose).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["duration", "backend", "strict"])]
     replay: Option<PathBuf>,
     #[command(flatten)]
     probe: ProbeArgs,
@@ -96,21 +97,22 @@ struct AgentArgs {
 
 #[derive(clap::Args)]
 struct TopArgs {
-    /// Time between refreshes (+/- change it while running).
-    #[arg(long, short, default_value = "1s", value_parser = parse_duration)]
+    /// Time between refreshes, at least 100ms (+/- change it while running).
+    #[arg(long, short, default_value = "1s", value_parser = parse_refresh)]
     interval: Duration,
     /// Only pools of this interface.
     #[arg(long)]
     dev: Option<String>,
     /// Play a recording (`ppscope record`) instead of the live kernel.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["sim", "connect"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["sim", "connect", "backend", "strict"])]
     replay: Option<PathBuf>,
-    /// Play a built-in scenario instead of the live kernel: gve-devmem-alltoall,
-    /// many-sockets, healthy, or all of them.
-    #[arg(long, value_name = "SCENARIO", conflicts_with = "connect")]
+    /// Play a built-in scenario instead of the live kernel (`all`: one pool per scenario).
+    #[arg(long, value_name = "SCENARIO", conflicts_with_all = ["connect", "backend", "strict"],
+          value_parser = scenario_or_all())]
     sim: Option<String>,
     /// Show a remote `ppscope agent` (http://HOST:PORT) instead of this kernel.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", value_parser = parse_agent_url,
+          conflicts_with_all = ["backend", "strict"])]
     connect: Option<String>,
     /// Print one frame, one interval from now, as text and exit (scripts, tests, no terminal).
     #[arg(long)]
@@ -124,17 +126,19 @@ struct TopArgs {
 
 #[derive(clap::Args)]
 struct SimulateArgs {
-    /// A built-in workload: gve-devmem-alltoall, many-sockets, healthy.
-    #[arg(long, conflicts_with = "replay")]
+    /// A built-in workload.
+    #[arg(long, conflicts_with = "replay", required_unless_present = "replay",
+          value_parser = scenario_names())]
     scenario: Option<String>,
     /// Replay a recording's burst profiles at other ring sizes.
     #[arg(long, value_name = "FILE")]
     replay: Option<PathBuf>,
-    /// Only pools of this interface (with --replay).
-    #[arg(long)]
+    /// Only pools of this interface (with --replay; a scenario has its own).
+    #[arg(long, conflicts_with = "scenario")]
     dev: Option<String>,
-    /// The fast-path (recycled) rate a ring must reach.
-    #[arg(long, default_value_t = advice::DEFAULT_TARGET)]
+    /// The recycled share a ring must reach, between 0 and 1 (0.99 is 99%).
+    #[arg(long, default_value_t = advice::DEFAULT_TARGET, value_parser = parse_target,
+          allow_hyphen_values = true)]
     target: f64,
     #[arg(long)]
     json: bool,
@@ -153,6 +157,25 @@ struct RecordArgs {
     interval: Duration,
     #[command(flatten)]
     probe: ProbeArgs,
+}
+
+/// The scenarios `simulate --scenario` knows.
+fn scenario_names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(advice::scenario::NAMES)
+}
+
+/// The scenarios `top --sim` knows, and `all`.
+fn scenario_or_all() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(advice::scenario::NAMES.iter().copied().chain(["all"]))
+}
+
+/// A dashboard refresh: a duration of at least 100 ms.
+fn parse_refresh(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_millis(100) {
+        return Err(format!("'{s}' is shorter than 100ms"));
+    }
+    Ok(d)
 }
 
 #[derive(Subcommand)]
@@ -234,9 +257,6 @@ fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
 fn top(opts: &TopArgs) -> Result<()> {
     use ppscope::source::{ConnectSource, LiveSource, OnlyDevice, ReplaySource, SimSource, Source};
     use std::io::IsTerminal;
-    if opts.interval < Duration::from_millis(100) {
-        anyhow::bail!("--interval must be at least 100ms");
-    }
     if !opts.once && !io::stdout().is_terminal() {
         anyhow::bail!("top needs a terminal; use --once for one text frame, or diagnose --json");
     }
@@ -276,7 +296,7 @@ fn simulate_cmd(opts: &SimulateArgs) -> Result<()> {
             let name = path.display().to_string();
             simulate::recording(&rec, &name, opts.dev.as_deref(), opts.target)?
         }
-        _ => anyhow::bail!("give either --scenario NAME or --replay FILE"),
+        _ => unreachable!("clap requires one of --scenario and --replay"),
     };
     let out = if opts.json {
         serde_json::to_string_pretty(&simulate::json(&results))? + "\n"
@@ -338,18 +358,56 @@ fn print_out(text: &str) -> Result<()> {
     }
 }
 
+/// The report even when ppscope could not run here (that is when it is needed), then the
+/// reason in one sentence and exit 1.
 fn doctor(json: bool, probe: &ProbeArgs) -> Result<()> {
-    let probes = probe.start()?;
+    let probes = Probes::attach(&ProbeOptions {
+        backend: probe.backend,
+        only_ifindex: 0,
+        strict: probe.strict,
+    })?;
     let out = if json {
         serde_json::to_string_pretty(&report::doctor::json(&probes.facts, &probes.fields))? + "\n"
     } else {
         report::doctor::text(&probes.facts, &probes.fields)
     };
-    print_out(&out)
+    print_out(&out)?;
+    match probes.refusal(probe.strict) {
+        Some(why) => Err(anyhow::anyhow!(why)),
+        None => Ok(()),
+    }
+}
+
+/// A command-line error from clap in one sentence: its message without the usage block, the
+/// `--help` hint or the blank lines.
+fn usage_sentence(e: &clap::Error) -> String {
+    let text = e.to_string();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            !l.is_empty()
+                && !l.starts_with("Usage:")
+                && !l.starts_with("For more information")
+                && !l.starts_with("tip:")
+        })
+        .collect();
+    lines.join(" ").trim_start_matches("error: ").to_string()
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help and --version print as clap lays them out, and are not errors.
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("ppscope: {} (see ppscope --help)", usage_sentence(&e));
+            return ExitCode::from(2);
+        }
+    };
     let result = match cli.command {
         Command::Top(args) => top(&args),
         Command::Diagnose(args) => diagnose(&args),

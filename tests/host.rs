@@ -235,6 +235,31 @@ fn unprivileged_user_gets_one_clear_sentence() {
     );
 }
 
+/// Exactly when ppscope cannot run here the report is needed: doctor prints it, then the
+/// reason in one sentence, and exits 1.
+#[test]
+#[ignore = "needs root: run through `cargo xtask test`"]
+fn doctor_reports_even_when_the_backend_is_refused() {
+    if Path::new("/sys/bus/event_source/devices/kprobe").exists() {
+        eprintln!("this kernel has kprobes: --backend kprobe may serve, nothing to refuse");
+    }
+    let out = Command::new(PPSCOPE)
+        .args(["doctor", "--backend", "kprobe"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("\nhooks\n"), "the report: {stdout}");
+    assert!(stdout.contains("kernel fields (from BTF)"), "{stdout}");
+    if !host_has_kprobes() {
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("none of ppscope's page_pool hooks"), "{err}");
+        // Each cause once, not once per hook.
+        assert_eq!(err.matches("the kernel has no kprobes").count(), 1, "{err}");
+    }
+}
+
 #[test]
 fn bad_duration_is_refused_before_anything_loads() {
     let out = Command::new(PPSCOPE)
@@ -349,8 +374,8 @@ fn the_seed_scenario_is_advised_16384_and_many_sockets_not_to_grow() {
         .args(["simulate", "--scenario", "nope"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("there are: gve-devmem-alltoall"));
+    assert_eq!(out.status.code(), Some(2), "a bad argument");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("possible values: gve-devmem-alltoall"));
 }
 
 /// A plain HTTP GET on loopback: (status, body); None when nothing answers (yet).

@@ -1,11 +1,24 @@
-//! Command-line values that come from users: durations and listen addresses.
+//! Command-line values that come from users: durations, shares, listen addresses, agent URLs,
+//! frame sizes.
 //!
 //! Kept in the library (not the binary) so the fuzz targets in `fuzz/` reach exactly the
 //! code the CLI runs. Every input gets a value or one sentence, never a panic.
 use std::{net::SocketAddr, time::Duration};
 
-/// `5`, `5s`, `500ms`, `2m`, `1.5`: a positive duration.
+/// The longest duration any flag takes: a window, an interval or a grace period longer than
+/// this is a typo, not a plan.
+pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// `5`, `5s`, `500ms`, `2m`, `1.5`: a positive duration of at most a year.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_any_duration(s)?;
+    if d > MAX_DURATION {
+        return Err(format!("'{s}' is longer than a year"));
+    }
+    Ok(d)
+}
+
+fn parse_any_duration(s: &str) -> Result<Duration, String> {
     if let Ok(secs) = s.parse::<f64>() {
         // `Duration::from_secs_f64` panics past u64::MAX seconds ("1e300"): ask the
         // fallible one, so a typo is a sentence and not an abort.
@@ -25,12 +38,45 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// `IP:PORT` or `[IPv6]:PORT` for the agent's listener. No host names: the agent must not
-/// depend on a resolver to start, and "localhost" may resolve to an address it cannot bind.
+/// `IP:PORT`, `[IPv6]:PORT` or `localhost:PORT` for the agent's listener. No other host
+/// names: the agent must not depend on a resolver to start; `localhost` is taken as 127.0.0.1
+/// without asking one.
 pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
-    s.trim().parse::<SocketAddr>().map_err(|_| {
-        format!("'{s}' is not a listen address (IP:PORT, e.g. 127.0.0.1:9464 or [::1]:9464)")
+    let t = s.trim();
+    let literal = match t.strip_prefix("localhost:") {
+        Some(port) => format!("127.0.0.1:{port}"),
+        None => t.to_string(),
+    };
+    literal.parse::<SocketAddr>().map_err(|_| {
+        format!(
+            "'{s}' is not a listen address (IP:PORT or localhost:PORT, e.g. 127.0.0.1:9464 or [::1]:9464)"
+        )
     })
+}
+
+/// The share a ring must reach (`simulate --target`): strictly between 0 and 1.
+pub fn parse_target(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(t) if t > 0.0 && t < 1.0 => Ok(t),
+        Ok(t) if t >= 1.0 && t < 100.0 => Err(format!(
+            "'{s}' is not a share between 0 and 1 (for {t}% write {})",
+            t / 100.0
+        )),
+        _ => Err(format!(
+            "'{s}' is not a share between 0 and 1 (e.g. 0.99 for 99%)"
+        )),
+    }
+}
+
+/// A remote agent: `http://HOST:PORT` (or the snapshot endpoint itself).
+pub fn parse_agent_url(s: &str) -> Result<String, String> {
+    let t = s.trim();
+    match t.strip_prefix("http://") {
+        Some(rest) if !rest.is_empty() && !rest.starts_with('/') => Ok(t.to_string()),
+        _ => Err(format!(
+            "'{s}' is not an http:// URL of a ppscope agent (e.g. http://127.0.0.1:9464)"
+        )),
+    }
 }
 
 /// `120x40`: columns by rows.
@@ -47,6 +93,33 @@ pub fn parse_size(s: &str) -> Result<(u16, u16), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn targets_are_shares() {
+        assert_eq!(parse_target("0.99"), Ok(0.99));
+        for bad in ["99", "1", "1.5", "0", "-1", "NaN", "inf", "x", ""] {
+            assert!(parse_target(bad).is_err(), "{bad}");
+        }
+        let e = parse_target("99").unwrap_err();
+        assert!(e.contains("write 0.99"), "{e}");
+    }
+
+    #[test]
+    fn agent_urls_need_the_scheme() {
+        assert!(parse_agent_url("http://127.0.0.1:9464").is_ok());
+        assert!(parse_agent_url("http://agent.example:9464/api/v1/snapshot").is_ok());
+        for bad in ["127.0.0.1:9464", "https://x:1", "http://", "ftp://x", ""] {
+            assert!(parse_agent_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn durations_longer_than_a_year_are_typos() {
+        let e = parse_duration("10000000000000s").unwrap_err();
+        assert!(e.contains("longer than a year"), "{e}");
+        assert!(parse_duration("367d").is_err());
+        assert!(parse_duration("30d").is_ok());
+    }
 
     #[test]
     fn frame_sizes() {
@@ -84,8 +157,14 @@ mod tests {
             parse_listen("[::1]:9464"),
             Ok("[::1]:9464".parse().unwrap())
         );
+        assert_eq!(
+            parse_listen("localhost:9464"),
+            Ok("127.0.0.1:9464".parse().unwrap()),
+            "localhost is loopback, no resolver asked"
+        );
         for bad in [
-            "localhost:9464",
+            "localhost:9464x",
+            "example.org:9464",
             "127.0.0.1",
             ":9464",
             "127.0.0.1:99999",

@@ -77,9 +77,49 @@ pub struct Probes {
 }
 
 impl Probes {
-    /// Loads the programs and attaches every hook it can. Fails only when loading is
-    /// impossible or no hook at all attached; a partial plan is returned with its reasons.
+    /// Loads the programs and attaches every hook it can. Fails when loading is impossible,
+    /// when no page_pool hook at all attached, or (with `strict`) when any hook is missing; a
+    /// partial plan is returned with its reasons.
     pub fn start(opts: &ProbeOptions) -> Result<Self> {
+        let probes = Self::attach(opts)?;
+        match probes.refusal(opts.strict) {
+            Some(why) => Err(anyhow!(why)),
+            None => Ok(probes),
+        }
+    }
+
+    /// Why these probes cannot serve (no page_pool hook attached; with `strict`, any hook
+    /// missing other than those of a module that is not loaded), in one sentence; None when
+    /// they can. Each distinct reason is said once, after the hooks it stopped.
+    pub fn refusal(&self, strict: bool) -> Option<String> {
+        let hooks = &self.facts.hooks;
+        let core: Vec<&HookStatus> = hooks
+            .iter()
+            .filter(|h| h.group == Group::PagePool)
+            .collect();
+        if !core.iter().any(|h| h.attached()) {
+            return Some(format!(
+                "none of ppscope's page_pool hooks could be attached on this kernel: {}",
+                missing_in_words(&core)
+            ));
+        }
+        let missing: Vec<&HookStatus> = hooks
+            .iter()
+            .filter(|h| !h.attached() && !h.module_absent())
+            .collect();
+        (strict && !missing.is_empty()).then(|| {
+            format!(
+                "--strict: {} of {} hooks could not be attached: {}",
+                missing.len(),
+                hooks.len(),
+                missing_in_words(&missing)
+            )
+        })
+    }
+
+    /// Loads the programs and attaches every hook it can, whatever is missing (`doctor` reports
+    /// on what it got). Fails only when loading is impossible.
+    pub fn attach(opts: &ProbeOptions) -> Result<Self> {
         if let Some(msg) = system::missing_privilege(system::effective_caps()) {
             return Err(anyhow!(msg));
         }
@@ -115,34 +155,6 @@ impl Probes {
         let mut hooks = Vec::new();
         for def in HOOKS {
             hooks.push(attach_hook(&mut ebpf, def, opts.backend, &ctx));
-        }
-        let core: Vec<&HookStatus> = hooks
-            .iter()
-            .filter(|h| h.group == Group::PagePool)
-            .collect();
-        if !core.iter().any(|h| h.attached()) {
-            let why: Vec<String> = core
-                .iter()
-                .filter_map(|h| h.reasons.first().map(|r| format!("{}: {r}", h.hook)))
-                .collect();
-            return Err(anyhow!(
-                "none of ppscope's page_pool hooks could be attached on this kernel ({})",
-                why.join("; ")
-            ));
-        }
-        if opts.strict {
-            let missing: Vec<String> = hooks
-                .iter()
-                .filter(|h| !h.attached() && !h.module_absent())
-                .map(|h| format!("{} ({})", h.hook, h.reasons.join("; ")))
-                .collect();
-            if !missing.is_empty() {
-                return Err(anyhow!(
-                    "--strict: {} hook(s) could not be attached: {}",
-                    missing.len(),
-                    missing.join(", ")
-                ));
-            }
         }
         let on = |name: &str| hooks.iter().any(|h| h.hook == name && h.attached());
         let coverage = Coverage {
@@ -253,9 +265,71 @@ impl Probes {
     }
 }
 
+/// "alloc, refill, … (fentry: the kernel refuses …; kprobe: no kprobes)": the hooks, then each
+/// distinct cause once (a reason names the function it was tried on; the cause is the same).
+fn missing_in_words(hooks: &[&HookStatus]) -> String {
+    let cause = |r: &str| -> String {
+        match r.split_once(": ") {
+            Some((head, why))
+                if ["fentry", "fexit", "kprobe", "tracepoint"]
+                    .iter()
+                    .any(|b| head.split_whitespace().next() == Some(b)) =>
+            {
+                format!("{}: {why}", head.split_whitespace().next().unwrap_or(head))
+            }
+            _ => r.to_string(),
+        }
+    };
+    let mut causes: Vec<String> = Vec::new();
+    for r in hooks.iter().flat_map(|h| &h.reasons) {
+        let c = cause(r);
+        if !causes.contains(&c) {
+            causes.push(c);
+        }
+    }
+    let names: Vec<&str> = hooks.iter().map(|h| &*h.hook).collect();
+    format!("{} ({})", names.join(", "), causes.join("; "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::{hooks::*, modules::*};
+
+    #[test]
+    fn missing_hooks_are_named_and_each_cause_said_once() {
+        use crate::snapshot::{Group, HookStatus};
+        let hook = |name: &'static str, reasons: &[&str]| HookStatus {
+            hook: name.into(),
+            group: Group::PagePool,
+            backend: None,
+            targets: vec![],
+            reasons: reasons.iter().map(|r| r.to_string()).collect(),
+            loses: "".into(),
+        };
+        let a = hook(
+            "alloc",
+            &[
+                "fentry page_pool_alloc_netmems: EPERM",
+                "kprobe: no kprobes",
+            ],
+        );
+        let b = hook(
+            "refill",
+            &[
+                "fexit page_pool_refill_alloc_cache: EPERM",
+                "kprobe: no kprobes",
+            ],
+        );
+        let c = hook(
+            "pool_release",
+            &["--backend fentry cannot serve this hook (it has: tracepoint)"],
+        );
+        assert_eq!(
+            super::missing_in_words(&[&a, &b, &c]),
+            "alloc, refill, pool_release (fentry: EPERM; kprobe: no kprobes; fexit: EPERM; \
+             --backend fentry cannot serve this hook (it has: tracepoint))"
+        );
+    }
 
     #[test]
     fn modules_are_read_from_proc_modules_live_ones_only() {

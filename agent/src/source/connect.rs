@@ -15,11 +15,9 @@ pub struct ConnectSource {
 impl ConnectSource {
     /// `URL` is the agent's base (`http://host:9464`) or the snapshot endpoint itself.
     pub fn new(url: &str) -> Result<Self> {
+        let url = crate::args::parse_agent_url(url).map_err(anyhow::Error::msg)?;
         let base = url.trim_end_matches('/');
         let base = base.strip_suffix("/api/v1/snapshot").unwrap_or(base);
-        if !base.starts_with("http://") {
-            bail!("'{url}' is not an http:// URL of a ppscope agent (e.g. http://127.0.0.1:9464)");
-        }
         Ok(Self {
             url: format!("{base}/api/v1/snapshot?window=interval"),
             agent: ureq::AgentBuilder::new()
@@ -41,7 +39,19 @@ impl Source for ConnectSource {
             Err(ureq::Error::Status(503, _)) => {
                 bail!("the agent has not collected yet (503); retrying")
             }
-            Err(e) => return Err(e).with_context(|| format!("reading {}", self.url)),
+            Err(ureq::Error::Status(code, _)) => {
+                bail!("{} answered HTTP {code}", self.url)
+            }
+            // ureq's own text names the URL again: say it once, then the cause.
+            Err(ureq::Error::Transport(t)) => {
+                let mut why = t
+                    .message()
+                    .map_or_else(|| t.kind().to_string(), str::to_string);
+                if let Some(cause) = std::error::Error::source(&t) {
+                    why = format!("{why}: {cause}");
+                }
+                bail!("cannot read {}: {why}", self.url)
+            }
         };
         let body = resp
             .into_string()

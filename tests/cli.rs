@@ -1,0 +1,117 @@
+//! What a user sees on the command line before anything is loaded: every bad argument is one
+//! sentence on stderr and exit 2 (README: 0 ok, 1 error, 2 bad arguments). No root needed.
+use std::process::{Command, Output};
+
+const PPSCOPE: &str = env!("CARGO_BIN_EXE_ppscope");
+
+fn ppscope(args: &[&str]) -> Output {
+    Command::new(PPSCOPE)
+        .args(args)
+        .output()
+        .expect("run ppscope")
+}
+
+/// Exit 2, nothing on stdout, one line on stderr that contains `says`.
+fn refused(args: &[&str], says: &str) {
+    let out = ppscope(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(out.stdout.is_empty(), "{args:?}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: one sentence, got: {err}");
+    assert!(err.starts_with("ppscope: "), "{args:?}: {err}");
+    assert!(err.contains(says), "{args:?}: {err}");
+}
+
+#[test]
+fn out_of_range_values_are_refused() {
+    let sc = ["simulate", "--scenario", "healthy", "--target"];
+    for (target, says) in [
+        ("99", "for 99% write 0.99"),
+        ("1.5", "not a share between 0 and 1"),
+        ("-1", "not a share between 0 and 1"),
+        ("NaN", "not a share between 0 and 1"),
+        ("0", "not a share between 0 and 1"),
+    ] {
+        let args: Vec<&str> = sc.iter().copied().chain([target]).collect();
+        refused(&args, says);
+    }
+    refused(
+        &["diagnose", "--duration", "10000000000000s"],
+        "longer than a year",
+    );
+    refused(
+        &["top", "--interval", "50ms", "--once"],
+        "shorter than 100ms",
+    );
+}
+
+#[test]
+fn missing_and_unknown_sources_are_bad_arguments() {
+    refused(&["simulate"], "--scenario");
+    refused(
+        &["simulate", "--scenario", "nope"],
+        "possible values: gve-devmem-alltoall, many-sockets, healthy",
+    );
+    refused(&["top", "--sim", "nope", "--once"], "all");
+    refused(
+        &["top", "--connect", "127.0.0.1:9464", "--once"],
+        "not an http:// URL",
+    );
+    refused(
+        &["agent", "--listen", "localhost:9464x"],
+        "not a listen address",
+    );
+}
+
+#[test]
+fn flags_a_replay_cannot_honour_are_refused() {
+    for flag in [
+        &["--strict"][..],
+        &["--backend", "kprobe"],
+        &["--duration", "3s"],
+    ] {
+        let args: Vec<&str> = ["diagnose", "--replay", "r.ppscope"]
+            .into_iter()
+            .chain(flag.iter().copied())
+            .collect();
+        refused(&args, "cannot be used with");
+    }
+    refused(
+        &["top", "--sim", "healthy", "--backend", "kprobe", "--once"],
+        "cannot be used with",
+    );
+    refused(
+        &["simulate", "--scenario", "healthy", "--dev", "eth0"],
+        "cannot be used with",
+    );
+}
+
+#[test]
+fn help_and_version_are_not_errors() {
+    for args in [&["--help"][..], &["--version"], &["simulate", "--help"]] {
+        let out = ppscope(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert!(!out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn an_unreachable_agent_is_named_once() {
+    // Port 9 on loopback (discard): nothing listens there in the test namespace.
+    let out = ppscope(&[
+        "top",
+        "--connect",
+        "http://127.0.0.1:9",
+        "--once",
+        "--interval",
+        "100ms",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let failure = err
+        .lines()
+        .find(|l| l.contains("failed"))
+        .unwrap_or_else(|| panic!("no failure line: {err}"));
+    assert_eq!(failure.matches("127.0.0.1:9").count(), 1, "{failure}");
+    assert!(failure.to_lowercase().contains("refused"), "{failure}");
+}

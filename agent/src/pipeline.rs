@@ -20,7 +20,7 @@ use std::{collections::HashMap, time::Duration};
 use crate::{
     advice::{self, window::AdviceWindow},
     host::{ethtool, netlink::NetlinkSample},
-    model::{self, RawSample, SourceFacts},
+    model::{self, Coverage, RawSample, SourceFacts},
     snapshot::{Advice, Snapshot, TimelineStep},
 };
 
@@ -90,7 +90,8 @@ pub fn assemble(w: &Window) -> Snapshot {
     }
     model::name_drop_reasons(&mut snap, &w.facts.drop_reasons);
     if let Some((samples, step)) = w.timeline {
-        snap.timeline = model::keep_steps_of(timeline(samples, step), &snap.devices);
+        let steps = timeline(samples, step, &w.facts.coverage);
+        snap.timeline = model::keep_steps_of(steps, &snap.devices);
     }
     let mut advice = match w.advice {
         AdviceFrom::None => HashMap::new(),
@@ -113,7 +114,7 @@ pub fn assemble(w: &Window) -> Snapshot {
 }
 
 /// Timeline steps of `step` through fine-grained samples (the last sample always ends one).
-fn timeline(samples: &[RawSample], step: Duration) -> Vec<TimelineStep> {
+fn timeline(samples: &[RawSample], step: Duration, cov: &Coverage) -> Vec<TimelineStep> {
     let Some(first) = samples.first() else {
         return Vec::new();
     };
@@ -127,6 +128,7 @@ fn timeline(samples: &[RawSample], step: Duration) -> Vec<TimelineStep> {
                 last,
                 s,
                 &netdevs,
+                cov,
             ));
             last = s;
         }

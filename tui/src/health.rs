@@ -15,6 +15,9 @@ pub struct Metrics {
     pub full_s: Option<f64>,
     pub fast: Option<f64>,
     pub hit: Option<f64>,
+    /// The ring was never asked (no refill, no slow path): its hit rate is not unknown, there
+    /// was nothing to hit (shown `-`).
+    pub ring_idle: bool,
     pub p99_ns: Option<u64>,
     pub inflight_bytes: Option<u64>,
     /// Ring fill as a share of the ring.
@@ -27,6 +30,15 @@ pub fn per_s(n: Option<u64>, secs: f64) -> Option<f64> {
 }
 
 impl Metrics {
+    /// The ring hit rate as shown: `-` when the ring was never asked, `?` when unknown.
+    pub fn hit_text(&self) -> String {
+        if self.ring_idle {
+            "-".into()
+        } else {
+            crate::fmt::pct(self.hit)
+        }
+    }
+
     pub fn of(p: &PoolView, secs: f64) -> Self {
         let label = p.label();
         let search =
@@ -40,6 +52,7 @@ impl Metrics {
             full_s: per_s(p.recycle.ring_full, secs),
             fast: p.fast_path_rate,
             hit: p.ring_hit_rate,
+            ring_idle: p.alloc.ring == Some(0) && p.alloc.slow == Some(0),
             p99_ns: p.slow_path_latency.as_ref().map(|l| l.p99_ns),
             inflight_bytes: p
                 .inflight_bytes
@@ -61,6 +74,19 @@ mod tests {
         let m = Metrics::of(&PoolView::unprobed(1, None, None), 1.0);
         assert_eq!(m.health, Health::Unknown);
         assert_eq!((m.alloc_s, m.hit, m.p99_ns), (None, None, None));
+    }
+
+    #[test]
+    fn a_ring_never_asked_has_nothing_to_hit() {
+        let mut p = PoolView::unprobed(1, None, None);
+        p.alloc.ring = Some(0);
+        p.alloc.slow = Some(0);
+        assert_eq!(Metrics::of(&p, 1.0).hit_text(), "-");
+        p.alloc.slow = None;
+        assert_eq!(Metrics::of(&p, 1.0).hit_text(), "?", "not measured");
+        p.alloc.slow = Some(3);
+        p.ring_hit_rate = Some(0.0);
+        assert_eq!(Metrics::of(&p, 1.0).hit_text(), "0.0%");
     }
 
     #[test]

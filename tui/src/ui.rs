@@ -181,7 +181,7 @@ fn headline(f: &mut Frame, app: &App, area: Rect) {
                 Some(a) => a.summary(),
                 None => format!(
                     "ring hit {}, slow {}/s, ring full {}/s (no advice: too little measured)",
-                    fmt::pct(m.hit),
+                    m.hit_text(),
                     fmt::si(m.slow_s),
                     fmt::si(m.full_s)
                 ),
@@ -332,7 +332,7 @@ impl Column {
                 .map_or_else(|| "?".into(), |r| format!("{:.0}%", r * 100.0)),
             Column::Alloc => fmt::si(m.alloc_s),
             Column::Fast => fmt::pct(m.fast),
-            Column::Hit => fmt::pct(m.hit),
+            Column::Hit => m.hit_text(),
             Column::Slow => fmt::si(m.slow_s),
             Column::Full => fmt::si(m.full_s),
             Column::P99 => fmt::dur(m.p99_ns),
@@ -509,7 +509,7 @@ fn detail_text(
         share(a.cache, a.total),
         share(a.ring, a.total),
         share(a.slow, a.total),
-        fmt::pct(m.hit),
+        m.hit_text(),
         fmt::pct(m.fast)
     )));
     let r = &p.recycle;

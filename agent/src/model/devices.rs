@@ -102,40 +102,49 @@ pub fn timeline_step(
     earlier: &RawSample,
     later: &RawSample,
     netdevs: &[u64],
+    cov: &Coverage,
 ) -> TimelineStep {
     let zero = RawPool::default();
     let devices = netdevs
         .iter()
         .map(|&netdev| {
-            let mut step = DeviceStep {
-                netdev,
-                ifname: later.devices.get(&netdev).and_then(device_name),
-                ..Default::default()
-            };
+            let mut ifname = later.devices.get(&netdev).and_then(device_name);
+            let (mut allocs, mut slow, mut ring_full, mut pages_in, mut pages_out) =
+                (0, 0, 0, 0, 0);
             for (addr, now) in &later.pools {
                 let Some(id) = &now.identity else { continue };
                 if id.netdev != netdev {
                     continue;
                 }
-                if step.ifname.is_none() {
-                    step.ifname = c_name(&id.ifname);
+                if ifname.is_none() {
+                    ifname = c_name(&id.ifname);
                 }
                 let before = earlier.pools.get(addr).unwrap_or(&zero);
                 let d = delta(&now.counters, &before.counters);
-                step.allocs += d.alloc_calls;
-                step.slow += d.slow_calls + d.mp_alloc_calls;
-                step.ring_full += d.put_released + d.bulk_released;
-                step.pages_in += d.hold_pages;
-                step.pages_out += d.release_pages;
+                allocs += d.alloc_calls;
+                slow += d.slow_calls + d.mp_alloc_calls;
+                ring_full += d.put_released + d.bulk_released;
+                pages_in += d.hold_pages;
+                pages_out += d.release_pages;
             }
             let n = napi_delta(earlier, later, netdev);
-            step.napi_polls = n.polls;
-            step.napi_full_budget = n.full_budget;
-            step.drops = drops_delta(earlier, later, netdev)
+            let drops = drops_delta(earlier, later, netdev)
                 .iter()
                 .map(|(_, c)| c)
                 .sum();
-            step
+            // The same coverage rules as a pool's figures: unmeasured is unknown, not 0.
+            DeviceStep {
+                netdev,
+                ifname,
+                allocs: cov.alloc.then_some(allocs),
+                slow: cov.slow.then_some(slow),
+                ring_full: (cov.recycle && cov.release).then_some(ring_full),
+                pages_in: cov.hold.then_some(pages_in),
+                pages_out: cov.release.then_some(pages_out),
+                napi_polls: cov.napi.then_some(n.polls),
+                napi_full_budget: cov.napi.then_some(n.full_budget),
+                drops: cov.drops.then_some(drops),
+            }
         })
         .collect();
     TimelineStep { t, devices }
@@ -160,17 +169,8 @@ pub fn keep_steps_of(steps: Vec<TimelineStep>, devices: &[DeviceView]) -> Vec<Ti
     steps
         .into_iter()
         .map(|mut s| {
-            s.devices.retain(|d| {
-                wanted.contains(&d.netdev)
-                    && (d.allocs
-                        + d.slow
-                        + d.ring_full
-                        + d.pages_in
-                        + d.pages_out
-                        + d.napi_polls
-                        + d.drops)
-                        > 0
-            });
+            s.devices
+                .retain(|d| wanted.contains(&d.netdev) && d.moved());
             s
         })
         .filter(|s| !s.devices.is_empty())

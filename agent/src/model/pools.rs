@@ -117,16 +117,11 @@ pub fn pool_view(
         } else {
             None
         },
-        bursts: BurstView {
-            ring_full_runs: (cov.recycle && cov.release)
-                .then(|| Distribution::from_log2(&c.full_run_hist))
-                .flatten(),
-            empty_ring_runs: cov
-                .refill
-                .then(|| Distribution::from_log2(&c.empty_run_hist))
-                .flatten(),
-            ring_fill: Distribution::from_log2(&c.fill_hist),
-        },
+        bursts: bursts(
+            c,
+            cov,
+            known(PoolIdentity::KNOWN_RING_SIZE).map(|i| i.ring_size),
+        ),
         advice: None,
         teardown: None,
     }
@@ -145,4 +140,25 @@ pub fn teardown_view(
         attempts,
         inflight_pages: now.inflight,
     })
+}
+
+/// The burst profile over the interval. A distribution is None where no hook feeds it, and has
+/// no samples where its hook saw none (measured: none). Ring fill is recorded at refills, slow
+/// paths and releases; its log2 bucket edges are capped at the ring's size (a full ring of 256
+/// is "at most 256", not "below 512").
+fn bursts(c: &PoolCounters, cov: &Coverage, ring_size: Option<u32>) -> BurstView {
+    let measured =
+        |on: bool, hist: &[u64]| on.then(|| Distribution::from_log2(hist).unwrap_or_default());
+    let mut ring_fill = measured(cov.refill || cov.slow || cov.release, &c.fill_hist);
+    if let (Some(d), Some(size)) = (&mut ring_fill, ring_size) {
+        let size = u64::from(size);
+        d.p50 = d.p50.min(size);
+        d.p99 = d.p99.min(size);
+        d.max = d.max.min(size);
+    }
+    BurstView {
+        ring_full_runs: measured(cov.recycle && cov.release, &c.full_run_hist),
+        empty_ring_runs: measured(cov.refill, &c.empty_run_hist),
+        ring_fill,
+    }
 }

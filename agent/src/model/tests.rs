@@ -132,8 +132,29 @@ fn burst_profile_distributions() {
         (runs.samples, runs.p50, runs.p99, runs.max),
         (10, 16, 256, 256)
     );
-    assert_eq!(v.bursts.ring_fill.unwrap().max, 512);
-    assert_eq!(v.bursts.empty_ring_runs, None, "no empty-ring run seen");
+    assert_eq!(
+        v.bursts.ring_fill.clone().unwrap().max,
+        512,
+        "no ring size known"
+    );
+    assert_eq!(
+        v.bursts.empty_ring_runs.as_ref().map(|d| d.samples),
+        Some(0),
+        "measured: no empty-ring run"
+    );
+    // A full ring of 256 falls in the log2 bucket [256, 512): at most 256, not 512.
+    let mut id = PoolIdentity::EMPTY;
+    id.known = PoolIdentity::KNOWN_RING_SIZE;
+    id.ring_size = 256;
+    let v = pool_view(1, &c, Some(&id), &ALL);
+    assert_eq!(v.bursts.ring_fill.unwrap().max, 256);
+    // Without the hooks that feed them: unknown, not "none".
+    let tp_only = Coverage {
+        hold: true,
+        ..Default::default()
+    };
+    let v = pool_view(1, &c, None, &tp_only);
+    assert_eq!(v.bursts, BurstView::default());
     let mut a = PoolCounters {
         full_run: 5,
         ..Default::default()
@@ -287,4 +308,37 @@ fn a_destroyed_pool_shows_its_release_attempts_even_when_nothing_else_moves() {
     cov.teardown = false;
     let s = snapshot(&crate::testing::facts("k", cov), &before, &after);
     assert!(s.pools.is_empty(), "{:?}", s.pools);
+}
+
+#[test]
+fn a_timeline_step_says_unknown_where_no_hook_counts() {
+    let t0 = Instant::now();
+    let mut id = PoolIdentity::EMPTY;
+    id.netdev = 7;
+    let pool = |c: PoolCounters| RawPool {
+        counters: c,
+        identity: Some(id),
+        ..Default::default()
+    };
+    let mut before = RawSample::empty(t0);
+    before.pools.insert(1, pool(PoolCounters::default()));
+    let mut after = RawSample::empty(t0 + std::time::Duration::from_secs(1));
+    after.pools.insert(1, pool(counters()));
+    // The development host: the page_pool tracepoints and NAPI, nothing on the alloc path.
+    let tracepoints = Coverage {
+        hold: true,
+        release: true,
+        napi: true,
+        ..Default::default()
+    };
+    let step = timeline_step(1.0, &before, &after, &[7], &tracepoints);
+    let d = &step.devices[0];
+    assert_eq!((d.allocs, d.slow, d.ring_full), (None, None, None));
+    assert_eq!((d.pages_in, d.pages_out), (Some(320), Some(42)));
+    assert_eq!(d.drops, None, "no drop hook");
+    let json = serde_json::to_value(d).unwrap();
+    assert!(json["allocs"].is_null(), "{json}");
+    let all = timeline_step(1.0, &before, &after, &[7], &ALL);
+    assert_eq!(all.devices[0].allocs, Some(1000));
+    assert_eq!(all.devices[0].drops, Some(0), "counted: none");
 }

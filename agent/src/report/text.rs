@@ -177,15 +177,16 @@ fn pool_text(p: &PoolView, out: &mut String) {
     }
     let b = &p.bursts;
     if b.ring_full_runs.is_some() || b.empty_ring_runs.is_some() || b.ring_fill.is_some() {
-        let d = |x: &Option<crate::snapshot::Distribution>| {
-            x.as_ref().map_or("-".to_string(), |d| {
-                format!(
-                    "{} (p50 < {}, max < {})",
-                    count(Some(d.samples)),
-                    d.p50,
-                    d.max
-                )
-            })
+        // `?`: no hook counts it here; `none`: counted, and nothing happened.
+        let d = |x: &Option<crate::snapshot::Distribution>| match x {
+            None => "?".to_string(),
+            Some(d) if d.samples == 0 => "none".to_string(),
+            Some(d) => format!(
+                "{} (p50 ≤ {}, max ≤ {})",
+                count(Some(d.samples)),
+                d.p50,
+                d.max
+            ),
         };
         let _ = writeln!(
             out,
@@ -336,9 +337,11 @@ fn timeline_section(s: &Snapshot, out: &mut String) {
         .timeline
         .iter()
         .filter(|st| {
-            st.devices
-                .iter()
-                .any(|d| d.slow + d.ring_full + d.pages_in + d.pages_out + d.drops > 0)
+            st.devices.iter().any(|d| {
+                [d.slow, d.ring_full, d.pages_in, d.pages_out, d.drops]
+                    .iter()
+                    .any(|v| v.unwrap_or(0) > 0)
+            })
         })
         .collect();
     if !busy.is_empty() {
@@ -357,6 +360,7 @@ fn timeline_section(s: &Snapshot, out: &mut String) {
             "full-budg",
             "drops"
         );
+        let n = |v: Option<u64>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
         for st in busy.iter().take(30) {
             for d in &st.devices {
                 let _ = writeln!(
@@ -364,14 +368,14 @@ fn timeline_section(s: &Snapshot, out: &mut String) {
                     "  {:>6.1}s  {:<12} {:>9} {:>7} {:>9} {:>9} {:>9} {:>8} {:>10} {:>7}",
                     st.t,
                     d.ifname.as_deref().unwrap_or("?"),
-                    d.allocs,
-                    d.slow,
-                    d.ring_full,
-                    d.pages_in,
-                    d.pages_out,
-                    d.napi_polls,
-                    d.napi_full_budget,
-                    d.drops
+                    n(d.allocs),
+                    n(d.slow),
+                    n(d.ring_full),
+                    n(d.pages_in),
+                    n(d.pages_out),
+                    n(d.napi_polls),
+                    n(d.napi_full_budget),
+                    n(d.drops)
                 );
             }
         }

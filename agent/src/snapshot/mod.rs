@@ -52,15 +52,33 @@ pub struct DeviceStep {
     #[serde(skip)]
     pub netdev: u64,
     pub ifname: Option<String>,
-    pub allocs: u64,
-    pub slow: u64,
-    pub ring_full: u64,
+    /// Each figure is None (unknown, `?`) where no hook on this kernel counts it.
+    pub allocs: Option<u64>,
+    pub slow: Option<u64>,
+    pub ring_full: Option<u64>,
     /// Pages that entered / left the device's pools (tracepoints: every backend has them).
-    pub pages_in: u64,
-    pub pages_out: u64,
-    pub napi_polls: u64,
-    pub napi_full_budget: u64,
-    pub drops: u64,
+    pub pages_in: Option<u64>,
+    pub pages_out: Option<u64>,
+    pub napi_polls: Option<u64>,
+    pub napi_full_budget: Option<u64>,
+    pub drops: Option<u64>,
+}
+
+impl DeviceStep {
+    /// Whether anything known moved in this step.
+    pub fn moved(&self) -> bool {
+        [
+            self.allocs,
+            self.slow,
+            self.ring_full,
+            self.pages_in,
+            self.pages_out,
+            self.napi_polls,
+            self.drops,
+        ]
+        .iter()
+        .any(|v| v.unwrap_or(0) > 0)
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -326,6 +326,7 @@ fn record_cmd(opts: &RecordArgs) -> Result<()> {
     let mut probes = opts.probe.start()?;
     let header = recording::Header::new(&probes.facts, opts.interval);
     let mut writer = recording::Writer::create(&opts.output, &header)?;
+    let cannot_simulate = probes.facts.advice_unavailable();
     let interrupt = Interrupt::new()?;
     let frames = live::record(
         &mut probes,
@@ -339,7 +340,10 @@ fn record_cmd(opts: &RecordArgs) -> Result<()> {
                 opts.output.display(),
                 humantime::format_duration(opts.duration),
                 humantime::format_duration(opts.interval)
-            )
+            );
+            if let Some(why) = cannot_simulate {
+                eprintln!("ppscope: this recording will replay in diagnose and top but cannot feed simulate: {why}");
+            }
         },
         |change| eprintln!("ppscope: {change}"),
     )?;

@@ -180,10 +180,11 @@ fn headline(f: &mut Frame, app: &App, area: Rect) {
             let advice = match &p.advice {
                 Some(a) => a.summary(),
                 None => format!(
-                    "ring hit {}, slow {}/s, ring full {}/s (no advice: too little measured)",
+                    "ring hit {}, slow {}/s, ring full {}/s (no advice: {})",
                     m.hit_text(),
                     fmt::si(m.slow_s),
-                    fmt::si(m.full_s)
+                    fmt::si(m.full_s),
+                    s.advice_unavailable().unwrap_or("too little measured")
                 ),
             };
             Line::from(vec![
@@ -441,10 +442,11 @@ fn share(part: Option<u64>, total: Option<u64>) -> String {
 fn detail_text(
     p: &PoolView,
     m: &Metrics,
-    secs: f64,
+    snap: &Snapshot,
     with_hist: bool,
     width: u16,
 ) -> Vec<Line<'static>> {
+    let secs = snap.duration_seconds;
     let mut lines = Vec::new();
     let dim = Style::default().fg(Color::Gray);
     let mut ident = vec![p.label()];
@@ -476,7 +478,10 @@ fn detail_text(
             ]));
         }
         None => lines.push(Line::styled(
-            "advice: none (too little measured for a burst profile)",
+            match snap.advice_unavailable() {
+                Some(why) => format!("advice: none ({why})"),
+                None => "advice: none (too little measured for a burst profile)".to_string(),
+            },
             dim,
         )),
     }
@@ -625,7 +630,7 @@ fn detail(f: &mut Frame, app: &App, area: Rect, system_hidden: bool) {
     } else {
         (inner, Rect::default())
     };
-    let lines = detail_text(p, m, snap.duration_seconds, !wide, text_a.width);
+    let lines = detail_text(p, m, snap, !wide, text_a.width);
     let scroll = app
         .detail_scroll
         .min((lines.len() as u16).saturating_sub(text_a.height.min(lines.len() as u16)));

@@ -91,6 +91,15 @@ impl RawSample {
     }
 }
 
+impl SourceFacts {
+    /// Why no pool of this source can ever be advised (the hooks the advice replays are not
+    /// attached), for a warning up front; None when they are.
+    pub fn advice_unavailable(&self) -> Option<&'static str> {
+        let c = &self.coverage;
+        (!(c.alloc && c.recycle)).then_some(crate::snapshot::ADVICE_NEEDS)
+    }
+}
+
 /// What a source knows of the kernel it samples, beside the samples themselves: the same for
 /// every sample of a run, and carried in a recording's header so that a replay on another
 /// host reads the numbers as the recorded host meant them.

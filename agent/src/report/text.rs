@@ -283,6 +283,8 @@ fn pools_section(s: &Snapshot, out: &mut String) {
         out.push_str(
             "No page_pool activity was seen in the window (no traffic on a page_pool driver?).\n\n",
         );
+    } else if let Some(why) = s.advice_unavailable() {
+        let _ = writeln!(out, "No ring-size advice: {why}.\n");
     }
     for p in &s.pools {
         pool_text(p, out);
@@ -486,6 +488,38 @@ mod tests {
     use super::*;
     use crate::model::{pool_view, Coverage};
     use ppscope_common::PoolCounters;
+
+    #[test]
+    fn a_kernel_that_cannot_be_advised_is_said_up_front() {
+        use crate::snapshot::{Backend, Group, HookStatus};
+        let hook = |name: &str, backend: Option<Backend>| HookStatus {
+            hook: name.to_string().into(),
+            group: Group::PagePool,
+            backend,
+            targets: vec![],
+            reasons: vec![],
+            loses: "".into(),
+        };
+        let mut s = Snapshot::with_pools(
+            "k",
+            1.0,
+            vec![crate::snapshot::PoolView::unprobed(3, None, None)],
+        );
+        s.backends.insert("alloc".into(), hook("alloc", None));
+        s.backends.insert("recycle".into(), hook("recycle", None));
+        let t = text(&s);
+        assert!(
+            t.contains("No ring-size advice: it needs the alloc and recycle hooks"),
+            "{t}"
+        );
+        for h in ["alloc", "recycle"] {
+            s.backends.insert(h.into(), hook(h, Some(Backend::Fentry)));
+        }
+        assert_eq!(s.advice_unavailable(), None);
+        assert!(!text(&s).contains("No ring-size advice"));
+        s.backends.clear();
+        assert_eq!(s.advice_unavailable(), None, "a simulation names no hooks");
+    }
 
     #[test]
     fn a_destroyed_pool_gets_its_teardown_line() {

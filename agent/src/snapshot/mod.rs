@@ -429,7 +429,22 @@ pub struct Snapshot {
     pub backends: BTreeMap<String, HookStatus>,
 }
 
+/// Why no pool of a source can be advised, whatever it waits for: the advice replays a pool's
+/// allocations and recycles, and these hooks are what see them.
+pub const ADVICE_NEEDS: &str =
+    "it needs the alloc and recycle hooks (fentry or kprobes), which this kernel does not give";
+
 impl Snapshot {
+    /// [`ADVICE_NEEDS`] when the hooks the advice replays are missing from this snapshot's
+    /// source; None when they are attached, or when the source names no hooks (a simulation).
+    pub fn advice_unavailable(&self) -> Option<&'static str> {
+        if self.backends.is_empty() {
+            return None;
+        }
+        let on = |h: &str| self.backends.get(h).is_some_and(HookStatus::attached);
+        (!(on("alloc") && on("recycle"))).then_some(ADVICE_NEEDS)
+    }
+
     /// A snapshot of these pools only: no devmem, gve, device or timeline section, no hooks.
     pub fn with_pools(
         kernel: impl Into<String>,

@@ -370,10 +370,12 @@ fn doctor(json: bool, probe: &ProbeArgs) -> Result<()> {
         only_ifindex: 0,
         strict: probe.strict,
     })?;
+    let netlink = ppscope::host::netlink::NetlinkSample::read();
     let out = if json {
-        serde_json::to_string_pretty(&report::doctor::json(&probes.facts, &probes.fields))? + "\n"
+        let report = report::doctor::json(&probes.facts, &probes.fields, &netlink);
+        serde_json::to_string_pretty(&report)? + "\n"
     } else {
-        report::doctor::text(&probes.facts, &probes.fields)
+        report::doctor::text(&probes.facts, &probes.fields, &netlink)
     };
     print_out(&out)?;
     match probes.refusal(probe.strict) {

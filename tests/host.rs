@@ -165,6 +165,20 @@ fn text_report_names_the_pool_and_the_missing_hooks() {
 fn doctor_explains_this_kernel() {
     let out = run(PPSCOPE, &["doctor", "--json"]);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"), "{v:#}");
+    // The summary the text opens with, the kernel's own stats included.
+    for source in ["fentry/fexit", "kprobes", "tracepoints", "netlink stats"] {
+        assert!(v["backends"][source].is_string(), "{source}: {v:#}");
+    }
+    let text = String::from_utf8(run(PPSCOPE, &["doctor"]).stdout).unwrap();
+    let netlink_line = text
+        .lines()
+        .find(|l| l.starts_with("netlink stats "))
+        .unwrap_or_else(|| panic!("no netlink stats line: {text}"));
+    assert_eq!(
+        netlink_line.trim_start_matches("netlink stats").trim(),
+        v["backends"]["netlink stats"].as_str().unwrap()
+    );
     let hooks = v["hooks"].as_array().unwrap();
     let hook = |name: &str| hooks.iter().find(|h| h["hook"] == name).unwrap().clone();
     assert_eq!(hook("page_hold")["backend"], "tracepoint");

@@ -303,7 +303,7 @@ const FAMILIES: &[FamilyDef] = &[
     family(
         "ppscope_hook_attached",
         "gauge",
-        "1 when the hook is attached, with the backend serving it.",
+        "1 when the hook is attached, with the backend serving it (none: nothing attached; module_not_loaded: its kernel module is absent, nothing to attach to).",
         Series::Hooks,
     ),
     family(
@@ -442,10 +442,11 @@ pub fn render(snap: &Snapshot, me: &SelfStats, format: Format, max_pools: usize)
             }
             Series::Hooks => {
                 for (name, h) in &snap.backends {
-                    let backend = h
-                        .backend
-                        .map(|b| format!("{b:?}").to_lowercase())
-                        .unwrap_or_else(|| "none".into());
+                    let backend = match h.backend {
+                        Some(b) => format!("{b:?}").to_lowercase(),
+                        None if h.module_absent() => "module_not_loaded".into(),
+                        None => "none".into(),
+                    };
                     let l = labels(&[("hook", name), ("backend", &backend)]);
                     f.sample("", &l, if h.attached() { 1.0 } else { 0.0 });
                 }
@@ -505,6 +506,37 @@ mod tests {
 
     fn lines<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
         text.lines().filter(|l| l.starts_with(prefix)).collect()
+    }
+
+    #[test]
+    fn a_hook_of_an_absent_module_is_not_a_missing_hook() {
+        use crate::snapshot::{Group, HookStatus};
+        let mut s = snap();
+        for (name, reason) in [
+            ("gve_alloc", "kprobe gve_alloc_buffer: module not loaded"),
+            ("alloc", "fentry page_pool_alloc_netmems: EPERM"),
+        ] {
+            s.backends.insert(
+                name.into(),
+                HookStatus {
+                    hook: name.into(),
+                    group: Group::Gve,
+                    backend: None,
+                    targets: vec![],
+                    reasons: vec![reason.into()],
+                    loses: "".into(),
+                },
+            );
+        }
+        let (t, _) = render(&s, &SelfStats::default(), Format::Prometheus, 100);
+        assert!(
+            t.contains(r#"ppscope_hook_attached{hook="gve_alloc",backend="module_not_loaded"} 0"#),
+            "{t}"
+        );
+        assert!(
+            t.contains(r#"ppscope_hook_attached{hook="alloc",backend="none"} 0"#),
+            "{t}"
+        );
     }
 
     #[test]

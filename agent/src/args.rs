@@ -58,7 +58,7 @@ pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
 pub fn parse_target(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(t) if t > 0.0 && t < 1.0 => Ok(t),
-        Ok(t) if t >= 1.0 && t < 100.0 => Err(format!(
+        Ok(t) if (1.0..100.0).contains(&t) => Err(format!(
             "'{s}' is not a share between 0 and 1 (for {t}% write {})",
             t / 100.0
         )),

@@ -220,6 +220,7 @@ fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
             opts.dev.as_deref(),
         ),
         None => {
+            check_device(opts.dev.as_deref())?;
             let mut probes = opts.probe.start()?;
             let hooks = &probes.facts.hooks;
             let (attached, all) = (hooks.iter().filter(|h| h.attached()).count(), hooks.len());
@@ -264,7 +265,10 @@ fn top(opts: &TopArgs) -> Result<()> {
         (Some(path), _, _) => Box::new(ReplaySource::open(path)?),
         (_, Some(name), _) => Box::new(SimSource::new(name)?),
         (_, _, Some(url)) => Box::new(ConnectSource::new(url)?),
-        _ => Box::new(LiveSource::new(opts.probe.start()?)?),
+        _ => {
+            check_device(opts.dev.as_deref())?;
+            Box::new(LiveSource::new(opts.probe.start()?)?)
+        }
     };
     let source: Box<dyn Source> = match &opts.dev {
         Some(dev) => Box::new(OnlyDevice {
@@ -384,6 +388,30 @@ fn doctor(json: bool, probe: &ProbeArgs) -> Result<()> {
     }
 }
 
+/// An argument that parsed but names nothing real (exit 2, like clap's own refusals).
+#[derive(Debug)]
+struct BadArgument(String);
+
+impl std::fmt::Display for BadArgument {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadArgument {}
+
+/// `--dev` on the live kernel names a device of this or a named network namespace; refused
+/// before anything is loaded.
+fn check_device(dev: Option<&str>) -> Result<()> {
+    match dev {
+        Some(d) if !ppscope::host::ethtool::device_exists(d) => Err(BadArgument(format!(
+            "--dev {d}: no device of that name in this or any named network namespace"
+        ))
+        .into()),
+        _ => Ok(()),
+    }
+}
+
 /// A command-line error from clap in one sentence: its message without the usage block, the
 /// `--help` hint or the blank lines.
 fn usage_sentence(e: &clap::Error) -> String {
@@ -434,7 +462,11 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ppscope: {e:#}");
-            ExitCode::FAILURE
+            if e.downcast_ref::<BadArgument>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

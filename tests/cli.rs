@@ -87,6 +87,18 @@ fn flags_a_replay_cannot_honour_are_refused() {
 }
 
 #[test]
+fn a_device_that_does_not_exist_is_said_before_anything_loads() {
+    refused(
+        &["diagnose", "--dev", "ppscope-none0", "--duration", "1s"],
+        "no device of that name",
+    );
+    refused(
+        &["top", "--dev", "ppscope-none0", "--once"],
+        "no device of that name",
+    );
+}
+
+#[test]
 fn help_and_version_are_not_errors() {
     for args in [&["--help"][..], &["--version"], &["simulate", "--help"]] {
         let out = ppscope(args);

@@ -64,22 +64,42 @@ fn rx_ring_here(ifname: &str, ifindex: u32) -> Option<u32> {
 /// The configured rx ring of the device, wherever it lives; None when no namespace has it or
 /// the driver does not report rings.
 pub fn rx_ring(ifname: &str, ifindex: u32) -> Option<u32> {
-    if let Some(n) = rx_ring_here(ifname, ifindex) {
-        return Some(n);
+    let name = ifname.to_string();
+    in_any_namespace(move || rx_ring_here(&name, ifindex))
+}
+
+/// Whether a device of this name exists in this network namespace or a named one
+/// (`/run/netns`): what `--dev` can mean.
+pub fn device_exists(ifname: &str) -> bool {
+    let Ok(name) = CString::new(ifname) else {
+        return false;
+    };
+    // SAFETY: a NUL-terminated name; returns 0 when absent.
+    in_any_namespace(move || (unsafe { libc::if_nametoindex(name.as_ptr()) } != 0).then_some(()))
+        .is_some()
+}
+
+/// `f` in this namespace, then in each named one under `/run/netns` (on a short-lived thread
+/// that `setns`es: a thread's namespace is its own), until one gives an answer.
+fn in_any_namespace<T: Send + 'static>(
+    f: impl Fn() -> Option<T> + Send + Clone + 'static,
+) -> Option<T> {
+    if let Some(found) = f() {
+        return Some(found);
     }
     let named: Vec<PathBuf> = fs::read_dir("/run/netns")
         .ok()?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
     for ns in named {
-        let name = ifname.to_string();
+        let f = f.clone();
         let found = std::thread::spawn(move || {
             let file = fs::File::open(&ns).ok()?;
             // SAFETY: setns on this (new, short-lived) thread only.
             if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
                 return None;
             }
-            rx_ring_here(&name, ifindex)
+            f()
         })
         .join()
         .ok()
@@ -104,6 +124,13 @@ pub fn pool_size_for(driver: &str, rx: u32) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn devices_are_found_by_name() {
+        assert!(device_exists("lo"));
+        assert!(!device_exists("ppscope-none0"));
+        assert!(!device_exists("bad\0name"));
+    }
 
     #[test]
     fn loopback_has_no_ring_and_absent_devices_none() {

@@ -9,7 +9,7 @@
 //! runs them longer.
 use std::{
     fs,
-    io::Read,
+    io::{BufRead, BufReader, Read},
     os::unix::process::CommandExt,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
@@ -227,7 +227,12 @@ fn least_privilege_bpf_perfmon_net_admin_is_enough_and_a_missing_one_is_named() 
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
-    thread::sleep(Duration::from_millis(1500));
+    // Traffic once the window has started (its first line), not after a guessed delay: a
+    // slow attach must not leave the traffic before the baseline.
+    let mut stderr = BufReader::new(diag.stderr.take().unwrap());
+    let mut err = String::new();
+    stderr.read_line(&mut err).unwrap();
+    assert!(err.contains("watching page_pools"), "{err}");
     lab.traffic(1);
     let mut out = String::new();
     diag.stdout
@@ -235,12 +240,7 @@ fn least_privilege_bpf_perfmon_net_admin_is_enough_and_a_missing_one_is_named() 
         .unwrap()
         .read_to_string(&mut out)
         .unwrap();
-    let mut err = String::new();
-    diag.stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    stderr.read_to_string(&mut err).unwrap();
     assert!(diag.wait().unwrap().success(), "as nobody+caps: {err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let pool = v["pools"]
@@ -252,10 +252,12 @@ fn least_privilege_bpf_perfmon_net_admin_is_enough_and_a_missing_one_is_named() 
     assert!(pool["pages"]["allocated"].as_u64() > Some(0), "{pool:#}");
 
     // Each capability taken away in turn: exit 1 and one sentence that names it.
+    // The sentence lists both capabilities it needs; what is checked is the one it says is
+    // missing.
     for (caps, missing) in [
-        ("perfmon,net_admin", "CAP_BPF"),
-        ("bpf,net_admin", "CAP_PERFMON"),
-        ("", "CAP_BPF"),
+        ("perfmon,net_admin", "(missing: CAP_BPF)"),
+        ("bpf,net_admin", "(missing: CAP_PERFMON)"),
+        ("", "(missing: CAP_BPF, CAP_PERFMON)"),
     ] {
         let out = as_nobody(&bin, caps, &["diagnose", "--duration", "1s"])
             .output()

@@ -148,6 +148,11 @@ fn fuzz_each_target_for_a_fixed_time() {
     for (name, _) in targets::TARGETS {
         let started = Instant::now();
         match fuzz_for(name, secs) {
+            // A run that read no "Done N runs" line, or ran a handful, fuzzed nothing.
+            Ok(runs) if runs < 1_000 => failures.push(format!(
+                "fuzz target {name} ran {runs} inputs in {:.0?}: it did not fuzz",
+                started.elapsed()
+            )),
             Ok(runs) => eprintln!(
                 "reliability: fuzz {name}: {runs} inputs in {:.0?}, no crash",
                 started.elapsed()

@@ -228,16 +228,17 @@ fn slow_and_silent_clients_delay_no_one_else() {
                 .map(|_| TcpStream::connect(&addr).unwrap())
                 .collect();
             let request = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
-            let mut closed = 0;
+            // Per connection: did the server close it (a write failed)?
+            let mut closed = vec![false; conns.len()];
             for b in request.iter() {
-                for c in &mut conns {
-                    if c.write_all(&[*b]).is_err() {
-                        closed += 1;
+                for (c, shut) in conns.iter_mut().zip(closed.iter_mut()) {
+                    if !*shut && c.write_all(&[*b]).is_err() {
+                        *shut = true;
                     }
                 }
                 thread::sleep(Duration::from_millis(300));
             }
-            closed
+            closed.iter().filter(|c| **c).count()
         }
     });
     let unread: Vec<TcpStream> = (0..10)
@@ -276,9 +277,9 @@ fn slow_and_silent_clients_delay_no_one_else() {
     assert_eq!(timed_out, silent.len(), "silent clients not closed");
     // Trickling clients hit the same deadline: the server closed on them.
     let closed = trickle.join().unwrap();
-    assert!(
-        closed > 0,
-        "a client trickling bytes held a connection past the deadline"
+    assert_eq!(
+        closed, 10,
+        "every client trickling bytes is closed at the deadline, not only some"
     );
     drop(unread);
     assert_eq!(settle(Duration::from_secs(5)), 0, "connection threads left");

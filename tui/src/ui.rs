@@ -12,7 +12,7 @@ use ratatui::{
 
 use ppscope::{
     report::duration_ns,
-    snapshot::{Backend, Latency, PoolView, SiteView, Snapshot, Verdict},
+    snapshot::{Advice, Backend, Latency, PoolView, SiteView, Snapshot, Verdict},
 };
 
 use crate::{
@@ -88,7 +88,7 @@ fn tiny(f: &mut Frame, app: &App, area: Rect) {
     if let Some((i, m)) = worst(app) {
         text += &format!("; worst {} {}", m.label, m.health.word());
         if let Some(a) = app.snap.as_ref().and_then(|s| s.pools[i].advice.as_ref()) {
-            text += &format!(" ({})", verdict_short(&a.verdict));
+            text += &format!(" ({})", verdict_short(a));
         }
     }
     text += ". q quits";
@@ -107,11 +107,12 @@ fn worst(app: &App) -> Option<(usize, &Metrics)> {
     })
 }
 
-fn verdict_short(v: &Verdict) -> String {
-    match v {
+fn verdict_short(a: &Advice) -> String {
+    let n = a.recommended_size;
+    match a.verdict {
         Verdict::Keep => "keep".into(),
-        Verdict::Grow(n) => format!("grow→{n}"),
-        Verdict::Shrink(n) => format!("shrink→{n}"),
+        Verdict::Grow => format!("grow→{n}"),
+        Verdict::Shrink => format!("shrink→{n}"),
     }
 }
 
@@ -338,10 +339,7 @@ impl Column {
             Column::Full => fmt::si(m.full_s),
             Column::P99 => fmt::dur(m.p99_ns),
             Column::Inflight => fmt::bytes(m.inflight_bytes),
-            Column::Advice => p
-                .advice
-                .as_ref()
-                .map_or_else(|| "-".into(), |a| verdict_short(&a.verdict)),
+            Column::Advice => p.advice.as_ref().map_or_else(|| "-".into(), verdict_short),
         }
     }
 }
@@ -468,8 +466,8 @@ fn detail_text(
     match &p.advice {
         Some(adv) => {
             let style = match adv.verdict {
-                Verdict::Grow(_) => health_style(Health::Starving),
-                Verdict::Shrink(_) => Style::default().fg(Color::Cyan),
+                Verdict::Grow => health_style(Health::Starving),
+                Verdict::Shrink => Style::default().fg(Color::Cyan),
                 Verdict::Keep => health_style(Health::Ok),
             };
             lines.push(Line::from(vec![

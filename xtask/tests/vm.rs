@@ -517,7 +517,7 @@ fn vm_advice_for_a_starved_virtio_pool_holds_when_applied() {
         "diagnose --replay vs simulate --replay"
     );
     assert_eq!(
-        advice["knob"], "DeviceQueueSize",
+        advice["knob"]["kind"], "device_queue_size",
         "virtio-net's knob is the queue size: {advice:#}"
     );
     let size = advice["recommended_size"].as_u64().unwrap();
@@ -539,7 +539,7 @@ fn vm_advice_for_a_starved_virtio_pool_holds_when_applied() {
     );
     if bias.abs() > 0.08 {
         assert_eq!(
-            advice["confidence"]["level"], "Low",
+            advice["confidence"]["level"], "low",
             "a model {bias:+.3} off what it measured must not claim more than low confidence: {advice:#}"
         );
     }

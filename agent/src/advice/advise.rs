@@ -144,7 +144,10 @@ pub fn knob_text(knob: &Knob, driver: Option<&str>, size: u32) -> String {
         Knob::EthtoolRx { dev } => {
             let n = ethtool_rx_value(driver, size);
             if driver == Some("gve") {
-                format!("ethtool -G {dev} rx {n} (gve: pool = 4 × rx descriptors)")
+                // Said so that "rx 4096" does not read as the pool's current size.
+                format!(
+                    "ethtool -G {dev} rx {n} ({n} rx descriptors; gve's pool = 4 × rx = {size})"
+                )
             } else {
                 format!("ethtool -G {dev} rx {n}")
             }
@@ -243,7 +246,11 @@ pub fn advise_with(
         current: replays.current,
         predicted: d.predicted,
         slow_time_saved_ns_per_s: (cur_slow - new_slow) + (cur_rf - new_rf),
-        extra_pinned_bytes: ring_bytes_delta(ctx, ctx.ring_size, d.recommended),
+        extra_pinned_bytes: if provider {
+            0
+        } else {
+            ring_bytes_delta(ctx, ctx.ring_size, d.recommended)
+        },
         pinned_anyway: provider,
         knob,
         confidence,
@@ -328,7 +335,7 @@ fn decide(profile: &Profile, ctx: &PoolContext, r: &Replays, max: u32) -> Decisi
     if r.judge.good(&r.current) {
         return match shrink_candidate(profile, ctx, &r.runs, &r.current, &r.judge, traffic) {
             Some((n, o)) => Decision {
-                verdict: Verdict::Shrink(n),
+                verdict: Verdict::Shrink,
                 recommended: n,
                 predicted: o,
                 knob_size: n,
@@ -343,7 +350,7 @@ fn decide(profile: &Profile, ctx: &PoolContext, r: &Replays, max: u32) -> Decisi
         .find(|(n, o)| *n > cur_size && r.judge.good(o))
     {
         return Decision {
-            verdict: Verdict::Grow(n),
+            verdict: Verdict::Grow,
             recommended: n,
             predicted: o,
             knob_size: n,
@@ -357,7 +364,7 @@ fn decide(profile: &Profile, ctx: &PoolContext, r: &Replays, max: u32) -> Decisi
         || (at_max.ring_full as f64) < 0.9 * r.current.ring_full as f64;
     if max > cur_size && better {
         Decision {
-            verdict: Verdict::Grow(max),
+            verdict: Verdict::Grow,
             recommended: max,
             predicted: at_max,
             knob_size: max,
@@ -480,7 +487,8 @@ fn evidence(
             queues_text(q)
         ));
     }
-    if let Verdict::Shrink(n) = d.verdict {
+    if d.verdict == Verdict::Shrink {
+        let n = d.recommended;
         evidence.push(format!(
             "a ring of {n} (twice the smallest size that predicts the same) gives back up to {} \
              across {}",
@@ -711,7 +719,12 @@ mod tests {
         ctx.ifname = Some("vnet1".into());
         ctx.driver = Some("virtio_net".into());
         let a = advise(&p, &ctx, 0.99);
-        assert_eq!(a.verdict, Verdict::Grow(2048), "{:#?}", a.evidence);
+        assert_eq!(
+            (a.verdict, a.recommended_size),
+            (Verdict::Grow, 2048),
+            "{:#?}",
+            a.evidence
+        );
         assert!(a.predicted.recycled_rate >= 0.99);
         assert!(a.current.recycled_rate < 0.5);
         assert_eq!(a.predicted.ring_full, 0);
@@ -735,7 +748,7 @@ mod tests {
         ctx.ifname = Some("eth1".into());
         ctx.driver = Some("gve".into());
         let a = advise(&p, &ctx, 0.99);
-        assert_eq!(a.verdict, Verdict::Grow(16384));
+        assert_eq!((a.verdict, a.recommended_size), (Verdict::Grow, 16384));
         assert_eq!(a.confidence.level, ConfidenceLevel::Low);
         assert!(a
             .evidence
@@ -780,7 +793,7 @@ mod tests {
         let mut ctx = PoolContext::new(1024, false);
         ctx.queues_on_device = 64;
         let a = advise(&p, &ctx, 0.99);
-        assert_eq!(a.verdict, Verdict::Shrink(128));
+        assert_eq!((a.verdict, a.recommended_size), (Verdict::Shrink, 128));
         assert_eq!(a.extra_pinned_bytes, -(1024 - 128) * 4096 * 64);
         assert!(
             a.summary().contains("−224 MiB pinned (64 queues)"),

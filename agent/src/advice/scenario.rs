@@ -169,7 +169,12 @@ mod tests {
         let s = gve_devmem_alltoall();
         assert_eq!(s.context.ring_size, 4096);
         let a = advise(&s.profile, &s.context, 0.99);
-        assert_eq!(a.verdict, Verdict::Grow(16384), "{:#?}", a.evidence);
+        assert_eq!(
+            (a.verdict, a.recommended_size),
+            (Verdict::Grow, 16384),
+            "{:#?}",
+            a.evidence
+        );
         assert_eq!(a.recommended_size, 16384);
         // Now: the ring takes ~4,500 of each 12,000-buffer burst.
         assert!(
@@ -217,7 +222,7 @@ mod tests {
         let s = many_sockets();
         let a = advise(&s.profile, &s.context, 0.99);
         assert!(
-            matches!(a.verdict, Verdict::Keep | Verdict::Shrink(_)),
+            matches!(a.verdict, Verdict::Keep | Verdict::Shrink),
             "{:?}",
             a.verdict
         );
@@ -230,7 +235,12 @@ mod tests {
             "{:#?}",
             a.evidence
         );
-        assert_eq!(a.verdict, Verdict::Shrink(512), "{:#?}", a.evidence);
+        assert_eq!(
+            (a.verdict, a.recommended_size),
+            (Verdict::Shrink, 512),
+            "{:#?}",
+            a.evidence
+        );
         assert!(
             a.summary().contains("−4 GiB pinned (2048 queues)"),
             "{}",

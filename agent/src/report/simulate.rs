@@ -18,6 +18,8 @@ pub struct SimulateResult {
     /// The scenario's name (scenarios only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scenario: Option<String>,
+    /// A built-in workload: its devices (eth0, eth1) are examples, not this host's.
+    pub synthetic: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// The recorded pool (recordings only), its device and driver, and what it measured.
@@ -43,6 +45,7 @@ pub fn scenario(name: &str, target: f64) -> Result<Vec<SimulateResult>> {
     })?;
     let a = advice::advise(&sc.profile, &sc.context, target);
     Ok(vec![SimulateResult {
+        synthetic: true,
         scenario: Some(sc.name.to_string()),
         description: Some(sc.description.to_string()),
         pool: None,
@@ -74,6 +77,7 @@ pub fn recording(
         .filter_map(|p| {
             let a = p.advice?;
             Some(SimulateResult {
+                synthetic: false,
                 scenario: None,
                 description: None,
                 pool: Some(p.pool),
@@ -102,11 +106,11 @@ pub fn json(results: &[SimulateResult]) -> serde_json::Value {
 pub fn text(results: &[SimulateResult]) -> String {
     let mut t = String::new();
     for r in results {
-        let name = r
-            .scenario
-            .as_deref()
-            .or(r.ifname.as_ref().and_then(|n| n.as_deref()))
-            .unwrap_or("pool");
+        let name = match (&r.scenario, &r.ifname) {
+            (Some(s), _) => format!("{s} (synthetic: its devices are examples, not this host's)"),
+            (None, Some(Some(dev))) => dev.clone(),
+            _ => "pool".into(),
+        };
         let _ = writeln!(t, "{name}\n  {}", r.summary);
         for e in &r.advice.evidence {
             let _ = writeln!(t, "    - {e}");

@@ -4,15 +4,20 @@ use serde::{Deserialize, Serialize};
 
 use crate::units::bytes;
 
+/// What to do with the ring: JSON `"keep"`, `"grow"` or `"shrink"`, to the advice's
+/// `recommended_size`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Verdict {
     Keep,
-    Grow(u32),
-    Shrink(u32),
+    Grow,
+    Shrink,
 }
 
-/// What changes a pool's ring size.
+/// What changes a pool's ring size. JSON: `{"kind": "ethtool_rx", "dev": "eth1"}`,
+/// `{"kind": "device_queue_size"}`, `driver_fixed`, `kernel_change`, `unknown`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Knob {
     /// `ethtool -G <dev> rx N` (gve: the pool is 4 × the rx descriptor count).
     EthtoolRx {
@@ -28,7 +33,9 @@ pub enum Knob {
     Unknown,
 }
 
+/// JSON `"low"`, `"medium"`, `"high"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ConfidenceLevel {
     Low,
     Medium,
@@ -52,7 +59,8 @@ pub struct Advice {
     pub predicted: SimOutcome,
     /// (slow calls saved × slow_call_ns + ring_full saved × ring_full_ns) per second of profile.
     pub slow_time_saved_ns_per_s: f64,
-    /// (recommended − current) × page × queues: the most the rings can hold in addition.
+    /// (recommended − current) × page × queues: the most the rings can hold in addition; 0
+    /// for a zero-copy provider, whose buffers the dmabuf pins whatever the ring size.
     pub extra_pinned_bytes: i64,
     /// Zero-copy provider: the buffers are pinned by the dmabuf whatever the ring size, so a
     /// bigger ring costs no new memory.
@@ -108,6 +116,7 @@ pub(crate) fn queues_text(q: u32) -> String {
 impl Advice {
     /// One line a person reads.
     pub fn summary(&self) -> String {
+        let n = self.recommended_size;
         let secs_saved = ms_per_s(self.slow_time_saved_ns_per_s);
         let mem = if self.pinned_anyway {
             "no new memory (zero-copy: the dmabuf is pinned anyway)".to_string()
@@ -124,7 +133,7 @@ impl Advice {
             ConfidenceLevel::Low => "low",
         };
         match self.verdict {
-            Verdict::Grow(n) => format!(
+            Verdict::Grow => format!(
                 "grow {} {} → {n}: recycled {} → {}, ring full {} → {}, slow path + ring-full \
                  frees −{secs_saved}, {mem}; knob: {} [confidence {conf}]",
                 self.pool_name,
@@ -135,7 +144,7 @@ impl Advice {
                 per_s_text(self.predicted.ring_full, self.profile_s),
                 self.knob_text
             ),
-            Verdict::Shrink(n) => format!(
+            Verdict::Shrink => format!(
                 "shrink {} {} → {n}: recycled {} → {} (same), {mem}; knob: {} [confidence \
                  {conf}]",
                 self.pool_name,

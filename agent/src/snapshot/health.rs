@@ -51,11 +51,11 @@ pub fn health(p: &PoolView) -> Health {
     let mut h = Health::Unknown;
     if let Some(a) = &p.advice {
         h = match a.verdict {
-            Verdict::Grow(_) => Health::Starving,
+            Verdict::Grow => Health::Starving,
             Verdict::Keep if a.knob == Knob::KernelChange && a.current.recycled_rate < a.target => {
                 Health::Starving
             }
-            Verdict::Keep | Verdict::Shrink(_) => Health::Ok,
+            Verdict::Keep | Verdict::Shrink => Health::Ok,
         };
     }
     if let (Some(hit), Some(ring), Some(slow)) = (p.ring_hit_rate, p.alloc.ring, p.alloc.slow) {

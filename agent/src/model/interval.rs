@@ -16,14 +16,11 @@ pub fn snapshot(facts: &SourceFacts, earlier: &RawSample, later: &RawSample) -> 
     let cov = &facts.coverage;
     let zero = RawPool::default();
     // A pool being destroyed may have no counters left that move: its release attempts do.
-    let destroyed = later
-        .teardowns
-        .keys()
-        .filter(|addr| !later.pools.contains_key(addr));
+    // Only pools the counters know are shown: a churning device destroys hundreds of pools
+    // nobody sent a page through, and listing each by address costs every collection.
     let mut pools: Vec<PoolView> = later
         .pools
         .keys()
-        .chain(destroyed)
         .filter_map(|addr| {
             let now = later.pools.get(addr).unwrap_or(&zero);
             let before = earlier.pools.get(addr).unwrap_or(&zero);

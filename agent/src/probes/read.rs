@@ -114,7 +114,13 @@ impl Probes {
         }
         let teardown_map: BpfHashMap<_, u64, PoolTeardown> =
             BpfHashMap::try_from(map("POOL_TEARDOWN")?)?;
-        let teardowns = teardown_map.iter().filter_map(Result::ok).collect();
+        // Looked up for the pools the counters know, not iterated: a churning device leaves
+        // thousands of destroyed pools in this map, and a syscall pair per entry per
+        // collection made the agent fall behind (VM lab churn test).
+        let teardowns = pools
+            .keys()
+            .filter_map(|pool| Some((*pool, teardown_map.get(pool, 0).ok()?)))
+            .collect();
         Ok(RawSample {
             at: Instant::now(),
             pools,

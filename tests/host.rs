@@ -106,6 +106,9 @@ fn tracepoints_see_slow_path_pages_on_a_veth_xdp_pool() {
     // Tracepoints alone cannot split allocations: unknown, never a made-up 0.
     assert!(pool["alloc"]["cache"].is_null(), "{pool:#}");
     assert!(pool["ring_hit_rate"].is_null(), "{pool:#}");
+    // The live report keeps the layout the README documents (schema/diagnose.schema.json).
+    let errors = common::schema_errors("diagnose.schema.json", &report);
+    assert!(errors.is_empty(), "off the schema: {errors:#?}");
 }
 
 #[test]
@@ -320,8 +323,12 @@ fn a_recording_replays_into_the_same_report() {
     let mut line = String::new();
     stderr.read_line(&mut line).unwrap();
     assert!(line.contains("recording page_pools"), "{line}");
+    // A live report of the same window beside it: both watch before the pool exists and
+    // end after the traffic, so both saw the pool's whole life.
+    let live = start_diagnose(&["--duration", "5s", "--json"]);
     lab.attach_xdp();
     lab.traffic(2);
+    let live = finish_json(live);
     assert!(rec.wait().unwrap().success());
     let mut rest = String::new();
     stderr.read_to_string(&mut rest).unwrap();
@@ -341,18 +348,65 @@ fn a_recording_replays_into_the_same_report() {
         no_split,
         "{rest}"
     );
-    let pool = report["pools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["ifname"] == lab.dev_rx.as_str())
-        .unwrap_or_else(|| panic!("no {} in the replay: {report:#}", lab.dev_rx))
-        .clone();
-    assert!(pool["pages"]["allocated"].as_u64() > Some(0), "{pool:#}");
+    let pool_of = |r: &Value| {
+        r["pools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["ifname"] == lab.dev_rx.as_str())
+            .unwrap_or_else(|| panic!("no {} in {r:#}", lab.dev_rx))
+            .clone()
+    };
+    let device_of = |r: &Value| {
+        r["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["ifname"] == lab.dev_rx.as_str())
+            .unwrap_or_else(|| panic!("no device {} in {r:#}", lab.dev_rx))
+            .clone()
+    };
+    let (replayed, measured) = (pool_of(&report), pool_of(&live));
     assert_eq!(report["backends"]["page_hold"]["backend"], "tracepoint");
     assert!(
         report["duration_seconds"].as_f64().unwrap() > 4.0,
         "{report:#}"
+    );
+    // The replay says what the live report of the same window said, within 2%.
+    let (rd, ld) = (device_of(&report), device_of(&live));
+    // (A healthy pool may release no page in the window; the others must have moved.)
+    for (what, r, l, may_be_0) in [
+        (
+            "pages allocated",
+            &replayed["pages"]["allocated"],
+            &measured["pages"]["allocated"],
+            false,
+        ),
+        (
+            "pages released",
+            &replayed["pages"]["released"],
+            &measured["pages"]["released"],
+            true,
+        ),
+        (
+            "NAPI polls",
+            &rd["napi"]["polls"],
+            &ld["napi"]["polls"],
+            false,
+        ),
+        ("NAPI work", &rd["napi"]["work"], &ld["napi"]["work"], false),
+    ] {
+        let (r, l) = (r.as_u64().unwrap(), l.as_u64().unwrap());
+        assert!(may_be_0 || l > 0, "live {what} is 0: {measured:#} {ld:#}");
+        assert!(
+            r.abs_diff(l) * 50 <= l,
+            "{what}: replay {r} vs live {l} (more than 2% apart)"
+        );
+    }
+    let errors = common::schema_errors("diagnose.schema.json", &report);
+    assert!(
+        errors.is_empty(),
+        "the replay is off the schema: {errors:#?}"
     );
 
     // Cut the file: one sentence naming the damage, exit 1, nothing else printed.
@@ -698,7 +752,16 @@ fn top_once_shows_a_live_veth_pool_with_its_figures() {
         .unwrap_or_else(|| panic!("no row for {} in:\n{frame}", lab.dev_rx));
     // Tracepoints alone see pages entering and leaving the pool, and its identity: veth's
     // pools have 256 entries.
-    assert!(row.contains("256"), "the row has no pool size: {row}");
+    assert!(row.contains("256/256"), "the row has no pool size: {row}");
+    // The detail pane (the only pool is selected) gives the measured rate of pages taken from
+    // the allocator: a number, not '?', and a real one for 2 s of iperf3 in a 5 s frame.
+    let rate = frame
+        .lines()
+        .find_map(|l| l.split("pages from allocator ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no 'pages from allocator' figure:\n{frame}"));
+    let per_s = parse_rate(rate).unwrap_or_else(|| panic!("not a rate: {rate:?}\n{frame}"));
+    assert!(per_s >= 100.0, "pages from allocator {rate}:\n{frame}");
     assert!(
         frame.contains("tracepoint"),
         "footer names the backend:\n{frame}"
@@ -713,4 +776,16 @@ fn top_once_shows_a_live_veth_pool_with_its_figures() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("needs a terminal"), "{err}");
+}
+
+/// "2.7k/s" → 2700.0: a rate as the dashboard prints it (k, M, G suffixes).
+fn parse_rate(text: &str) -> Option<f64> {
+    let n = text.strip_suffix("/s")?;
+    let (digits, scale) = match n.chars().last()? {
+        'k' => (&n[..n.len() - 1], 1e3),
+        'M' => (&n[..n.len() - 1], 1e6),
+        'G' => (&n[..n.len() - 1], 1e9),
+        _ => (n, 1.0),
+    };
+    digits.parse::<f64>().ok().map(|d| d * scale)
 }

@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use anyhow::{anyhow, bail, Result};
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::{
@@ -13,7 +14,7 @@ use crate::{
 };
 
 /// One advised profile: a scenario's, or a recorded pool's.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct SimulateResult {
     /// The scenario's name (scenarios only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -97,9 +98,27 @@ pub fn recording(
     Ok(results)
 }
 
+/// `simulate --json`: the layout version and one result per advised profile.
+#[derive(Serialize, JsonSchema)]
+#[schemars(title = "ppscope simulate --json")]
+struct SimulateJson<'a> {
+    /// Version of this layout (the same as `diagnose --json`'s).
+    version: u32,
+    results: &'a [SimulateResult],
+}
+
 /// `simulate --json`.
 pub fn json(results: &[SimulateResult]) -> serde_json::Value {
-    serde_json::json!({ "version": 1, "results": results })
+    serde_json::to_value(SimulateJson {
+        version: super::json::JSON_VERSION,
+        results,
+    })
+    .expect("simulate results serialize")
+}
+
+/// The JSON Schema of [`json`]'s output (`schema/simulate.schema.json`).
+pub fn schema() -> schemars::Schema {
+    schemars::schema_for!(SimulateJson<'static>)
 }
 
 /// `simulate` as text: per profile its name, the summary, the evidence and the confidence.
@@ -127,4 +146,27 @@ pub fn text(results: &[SimulateResult]) -> String {
         );
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::json::{assert_schema_file, schema_errors};
+
+    #[test]
+    fn the_schema_file_is_what_the_types_say() {
+        assert_schema_file("simulate.schema.json", &schema());
+    }
+
+    #[test]
+    fn every_scenario_result_fits_the_schema_file() {
+        for name in scenario::NAMES {
+            for target in [0.5, 0.99] {
+                let v = json(&super::scenario(name, target).unwrap());
+                let errors = schema_errors("simulate.schema.json", &v);
+                assert!(errors.is_empty(), "{name} at {target}: {errors:#?}");
+                assert_eq!(v["results"][0]["synthetic"], true);
+            }
+        }
+    }
 }

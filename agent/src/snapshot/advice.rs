@@ -1,12 +1,13 @@
 //! A pool's ring-size advice as consumers see it: the verdict, the knob, the evidence, and the
 //! one line a person reads. `crate::advice` computes it.
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::units::bytes;
 
 /// What to do with the ring: JSON `"keep"`, `"grow"` or `"shrink"`, to the advice's
 /// `recommended_size`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     Keep,
@@ -16,7 +17,7 @@ pub enum Verdict {
 
 /// What changes a pool's ring size. JSON: `{"kind": "ethtool_rx", "dev": "eth1"}`,
 /// `{"kind": "device_queue_size"}`, `driver_fixed`, `kernel_change`, `unknown`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Knob {
     /// `ethtool -G <dev> rx N` (gve: the pool is 4 × the rx descriptor count).
@@ -34,7 +35,9 @@ pub enum Knob {
 }
 
 /// JSON `"low"`, `"medium"`, `"high"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ConfidenceLevel {
     Low,
@@ -42,13 +45,13 @@ pub enum ConfidenceLevel {
     High,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Confidence {
     pub level: ConfidenceLevel,
     pub reason: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Advice {
     pub verdict: Verdict,
     pub current_size: u32,
@@ -178,7 +181,7 @@ impl Advice {
 }
 
 /// What one replay predicts, in the kernel's own stat names where one exists.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SimOutcome {
     pub allocs: u64,
     /// Allocations served from the alloc cache (kernel `alloc_fast`), including the pages a

@@ -1,13 +1,14 @@
 //! Per hook: which backend served it, where, or why nothing did (doctor, reports, metrics).
 use std::borrow::Cow;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The reason a hook of a kernel module that is not loaded gives (not a failure).
 pub const MODULE_NOT_LOADED: &str = "module not loaded";
 
 /// The kind of program that carries a hook.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     Fentry,
@@ -16,7 +17,7 @@ pub enum Backend {
 }
 
 /// What a hook is about, for grouping in reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Group {
     PagePool,
@@ -27,7 +28,7 @@ pub enum Group {
 }
 
 /// How one hook ended up.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HookStatus {
     pub hook: Cow<'static, str>,
     pub group: Group,

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use ppscope_common::SiteStats;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub mod health;
@@ -15,7 +16,7 @@ pub(crate) mod advice;
 pub use advice::{Advice, Confidence, ConfidenceLevel, Knob, SimOutcome, Verdict};
 
 /// NAPI polling of one device over an interval.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NapiView {
     pub polls: u64,
     pub work: u64,
@@ -25,7 +26,7 @@ pub struct NapiView {
     pub full_budget_share: Option<f64>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct DropView {
     pub reason: u32,
     /// The `enum skb_drop_reason` name, from BTF.
@@ -34,7 +35,7 @@ pub struct DropView {
 }
 
 /// A device whose pools are shown: its NAPI work and its drops.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct DeviceView {
     #[serde(skip)]
     pub netdev: u64,
@@ -47,7 +48,7 @@ pub struct DeviceView {
 }
 
 /// One device in one step of the timeline.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct DeviceStep {
     #[serde(skip)]
     pub netdev: u64,
@@ -81,7 +82,7 @@ impl DeviceStep {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TimelineStep {
     /// Seconds since the window started, at the end of this step.
     pub t: f64,
@@ -89,7 +90,7 @@ pub struct TimelineStep {
 }
 
 /// One measured site over an interval: latency, and the site's value where it has one.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SiteView {
     pub calls: u64,
     pub latency: Option<Latency>,
@@ -132,7 +133,7 @@ impl SiteView {
 }
 
 /// devmem TCP: `SO_DEVMEM_DONTNEED` frees, buffer returns, provider allocations.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct DevmemView {
     /// `sock_devmem_dontneed`: latency and frags freed per call.
     pub dontneed: Option<SiteView>,
@@ -142,14 +143,14 @@ pub struct DevmemView {
     pub provider_alloc: Option<SiteView>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct GveQueueView {
     pub queue: u32,
     /// NAPI poll (`gve_rx_poll_dqo`): duration, and work per poll as the value.
     pub poll: SiteView,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct GveView {
     /// `gve_alloc_buffer` latency.
     pub alloc: Option<SiteView>,
@@ -157,7 +158,7 @@ pub struct GveView {
 }
 
 /// ppscope's own cost over the interval.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct OverheadView {
     pub runs: u64,
     pub run_ns: u64,
@@ -166,7 +167,7 @@ pub struct OverheadView {
     pub cpu_share: f64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AllocSplit {
     pub cache: Option<u64>,
     pub ring: Option<u64>,
@@ -181,7 +182,7 @@ pub struct AllocSplit {
     pub frag_calls: Option<u64>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RecycleSplit {
     pub cached: Option<u64>,
     pub ring: Option<u64>,
@@ -189,7 +190,7 @@ pub struct RecycleSplit {
     pub total: Option<u64>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PageFlow {
     /// Pages that entered the pool from the page allocator or a memory provider.
     pub allocated: Option<u64>,
@@ -198,7 +199,7 @@ pub struct PageFlow {
 }
 
 /// A log2 latency histogram and the figures read off it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Latency {
     pub count: u64,
     /// Upper edges (exclusive) in ns of the buckets holding the quantile: a bound, not a mean.
@@ -242,7 +243,7 @@ impl Latency {
 }
 
 /// A log2 distribution of a count (run lengths, ring fill): bucket edges, not means.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Distribution {
     pub samples: u64,
     pub p50: u64,
@@ -267,7 +268,7 @@ impl Distribution {
 
 /// The burst profile the kernel keeps per pool: how far recycles overran the ring, how far
 /// allocations drained it, and how full it was when it mattered.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct BurstView {
     /// Runs of consecutive recycles that found the ring full (pages per run).
     pub ring_full_runs: Option<Distribution>,
@@ -279,7 +280,7 @@ pub struct BurstView {
 
 /// A pool the driver destroyed while pages were still out of it: the kernel retries its
 /// release every second until they come back.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TeardownView {
     /// Release attempts over the interval.
     pub attempts: u64,
@@ -288,7 +289,7 @@ pub struct TeardownView {
 }
 
 /// One pool over one interval.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct PoolView {
     /// Kernel address of the `struct page_pool`: the only identity when nothing else is known.
     pub pool: String,
@@ -404,7 +405,7 @@ impl PoolView {
 }
 
 /// What every consumer receives: all pools over one interval, and how they were measured.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Snapshot {
     pub kernel: String,
     pub duration_seconds: f64,

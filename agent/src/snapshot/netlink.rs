@@ -1,8 +1,9 @@
 //! The kernel's own view of its pools (netlink `netdev` family), as the snapshot shows it.
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The kernel's facts about one pool, as netlink reports them.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NetlinkPoolView {
     pub ifindex: Option<u32>,
     pub napi_id: Option<u32>,
@@ -17,7 +18,7 @@ pub struct NetlinkPoolView {
 }
 
 /// The kernel side of the snapshot.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NetlinkSourceView {
     /// Whether the kernel's page_pool stats were read; if not, why (`stats_missing`).
     pub stats_available: bool,
@@ -27,7 +28,7 @@ pub struct NetlinkSourceView {
 }
 
 /// One pool's counters as `page-pool-stats-get` reports them (`struct page_pool_stats`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct NetlinkPoolStats {
     pub id: u32,
     pub ifindex: Option<u32>,

@@ -280,9 +280,33 @@ fn vm_sid_fentry_and_kprobe_match_each_other_and_the_kernel() {
         );
         assert!(k["stats"].is_object(), "sid keeps page_pool stats: {p:#}");
         assert!(k["inflight_pages"].as_u64() > Some(0), "{p:#}");
+        // The kernel's facts the README lists: the device and NAPI instance it serves, and
+        // that it is live (not detached, lingering for its pages).
+        assert_eq!(k["ifindex"], p["ifindex"], "{p:#}");
+        assert!(k["ifindex"].as_u64() > Some(0), "{p:#}");
+        assert!(
+            k["napi_id"].as_u64() > Some(0),
+            "virtio-net gives its NAPI id: {p:#}"
+        );
+        assert_eq!(k["detached"], false, "{p:#}");
+        assert_eq!(k["stats"]["id"], p["netlink_id"], "{p:#}");
     }
     for p in pools_named(&diags["fentry"], "veth1") {
         assert!(p["kernel"].is_null(), "{p:#}");
+    }
+    // The same stats as `nobody` with only CAP_BPF + CAP_PERFMON: the kernel does not make
+    // page-pool-stats-get admin-only, so the deploy files grant no CAP_NET_ADMIN.
+    let doctor = section(&output, "doctor-nobody");
+    let doctor: Value =
+        serde_json::from_str(doctor).unwrap_or_else(|e| panic!("doctor as nobody: {e}\n{doctor}"));
+    let line = doctor["backends"]["netlink stats"].as_str().unwrap_or("");
+    assert!(
+        line.starts_with("serve the split") && line.contains("(1 pool(s)"),
+        "netlink stats as nobody+bpf,perfmon in vnet1's namespace: {doctor:#}"
+    );
+    for (backend, diag) in &diags {
+        let errors = schema_errors("diagnose.schema.json", diag);
+        assert!(errors.is_empty(), "{backend} off the schema: {errors:#?}");
     }
 
     // Tracepoints alone: the split comes from the kernel's own stats, and its exact parts
@@ -461,6 +485,18 @@ fn vm_trixie_dontneed_and_gve_without_page_pool() {
     assert_eq!(hook(&doctor, "gve_rx_poll")["backend"], "kprobe");
 }
 
+/// Every error of `value` against `schema/NAME` (the layout the README documents).
+fn schema_errors(name: &str, value: &Value) -> Vec<String> {
+    let path = workspace_root().join("schema").join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    let schema: Value = serde_json::from_str(&text).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("a valid JSON Schema");
+    validator
+        .iter_errors(value)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect()
+}
+
 /// One bursty run on a lab booted with `rx_queue_size`: (diagnose JSON, simulate JSON).
 fn bursty_run(rx_queue_size: u16, resize_rx: u16) -> (Value, Value, String) {
     let mut run = VmRun::new(workspace_root().join("xtask/vm-tests/bursty-record.sh"));
@@ -479,6 +515,11 @@ fn bursty_run(rx_queue_size: u16, resize_rx: u16) -> (Value, Value, String) {
         .unwrap_or_else(|e| panic!("diagnose: {e}\n{}", out.output));
     let sim: Value = serde_json::from_str(section(&out.output, "simulate"))
         .unwrap_or_else(|e| panic!("simulate: {e}\n{}", out.output));
+    // Both keep the documented layout, advice included (only the lab's hooks give it).
+    let errors = schema_errors("diagnose.schema.json", &diag);
+    assert!(errors.is_empty(), "diagnose off the schema: {errors:#?}");
+    let errors = schema_errors("simulate.schema.json", &sim);
+    assert!(errors.is_empty(), "simulate off the schema: {errors:#?}");
     (diag, sim, out.output)
 }
 
@@ -678,17 +719,45 @@ fn vm_top_shows_the_virtio_pool_live_and_through_an_agent() {
             .lines()
             .find(|l| l.contains("vnet1"))
             .unwrap_or_else(|| panic!("no vnet1 pool row in the {name} frame:\n{frame}"));
-        // The row carries measured figures, not only a name: a percentage and a rate.
-        assert!(
-            row.contains('%'),
-            "{name} row without rates: {row}\n{frame}"
-        );
-        assert!(
-            row.split_whitespace()
-                .any(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit())),
-            "{name} row without numbers: {row}"
-        );
+        // The row carries measured figures, read under their own titles: allocations per
+        // second (a rate above zero) and the ring hit rate (a percentage, not '?' or '-').
+        let header = frame
+            .lines()
+            .find(|l| l.contains("ALLOC/s") && l.contains("HIT%"))
+            .unwrap_or_else(|| panic!("no column titles in the {name} frame:\n{frame}"));
+        let allocs = cell(header, row, "ALLOC/s");
+        let per_s = parse_rate(allocs)
+            .unwrap_or_else(|| panic!("{name}: ALLOC/s {allocs:?} is not a rate: {row}"));
+        assert!(per_s > 0.0, "{name}: no allocations measured: {row}");
+        let hit = cell(header, row, "HIT%");
+        let pct: f64 = hit
+            .strip_suffix('%')
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{name}: HIT% {hit:?} is not a measured share: {row}"));
+        assert!((0.0..=100.0).contains(&pct), "{name}: HIT% {hit}: {row}");
     }
+}
+
+/// The cell of `row` under the column titled `title` in `header` (columns are left-aligned
+/// under their titles; positions in characters, the frame's borders being multi-byte).
+fn cell<'a>(header: &str, row: &'a str, title: &str) -> &'a str {
+    let at = header[..header.find(title).expect("title in header")]
+        .chars()
+        .count();
+    let start = row.char_indices().nth(at).map_or(row.len(), |(i, _)| i);
+    row[start..].split_whitespace().next().unwrap_or("")
+}
+
+/// "2.7k/s" → 2700.0: a rate as the dashboard prints it (k, M, G suffixes).
+fn parse_rate(text: &str) -> Option<f64> {
+    let n = text.strip_suffix("/s").unwrap_or(text);
+    let (digits, scale) = match n.chars().last()? {
+        'k' => (&n[..n.len() - 1], 1e3),
+        'M' => (&n[..n.len() - 1], 1e6),
+        'G' => (&n[..n.len() - 1], 1e9),
+        _ => (n, 1.0),
+    };
+    digits.parse::<f64>().ok().map(|d| d * scale)
 }
 
 /// gve leaves and comes back while the agent runs (`rmmod`/`insmod`, twice): its hooks go

@@ -42,4 +42,14 @@ for b in "$@"; do
     echo "@@diag-$b"; cat "/tmp/diag-$b.json"
 done
 echo "@@ethtool-veth1"; cat /tmp/ethtool-veth1.txt
+# The kernel's page_pool stats as `nobody` with only the capabilities probing needs (no
+# CAP_NET_ADMIN), in vnet1's namespace, where its pool is.
+echo "@@doctor-nobody"
+if command -v setpriv >/dev/null; then
+    ip netns exec ppb setpriv --reuid=65534 --regid=65534 --clear-groups \
+        --inh-caps=-all,+bpf,+perfmon --ambient-caps=-all,+bpf,+perfmon \
+        --bounding-set=-all,+bpf,+perfmon ppscope doctor --json 2>&1 || true
+else
+    echo "no setpriv in the lab"
+fi
 echo "@@end"

@@ -368,6 +368,12 @@ const FAMILIES: &[FamilyDef] = &[
     ),
 ];
 
+/// Every family's name and type (`counter`, `gauge` or `histogram`), in the order written:
+/// the names alert rules and dashboards may use.
+pub fn families() -> impl Iterator<Item = (&'static str, &'static str)> {
+    FAMILIES.iter().map(|f| (f.name, f.kind))
+}
+
 /// Renders everything; `max_pools` bounds the pool series (the rest are counted as dropped).
 pub fn render(snap: &Snapshot, me: &SelfStats, format: Format, max_pools: usize) -> (String, u64) {
     let mut out = String::new();

@@ -229,7 +229,7 @@ fn is_not_supported(e: &anyhow::Error) -> bool {
 fn explain(e: anyhow::Error, op: &str) -> anyhow::Error {
     match e.downcast_ref::<KernelError>() {
         Some(k) if k.errno == libc::EPERM || k.errno == libc::EACCES => {
-            anyhow!("permission denied for netdev {op}: {k} (run as root or with CAP_NET_ADMIN)")
+            anyhow!("permission denied for netdev {op}: {k} (mainline kernels answer any user: a security policy here refuses it)")
         }
         _ => e.context(format!("netdev {op} failed")),
     }

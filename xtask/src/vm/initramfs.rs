@@ -23,7 +23,7 @@ pub const LAB_LIB: &str = include_str!("../../vm-tests/lib.sh");
 /// Tools the lab needs from the host (Debian: iproute2, iperf3, ethtool).
 pub const REQUIRED_TOOLS: &[&str] = &["ip", "iperf3", "ethtool"];
 /// Added when the host has them.
-pub const OPTIONAL_TOOLS: &[&str] = &["tc", "ss", "bpftool", "strace", "bash"];
+pub const OPTIONAL_TOOLS: &[&str] = &["tc", "ss", "bpftool", "strace", "bash", "setpriv"];
 /// The guest's /bin/sh. Not busybox: Debian's busybox-static runs its own applets in
 /// preference to PATH (FEATURE_SH_STANDALONE), so `ip` would be busybox's, without netns
 /// or XDP support. dash looks commands up in PATH like any shell.

@@ -40,13 +40,16 @@ fn ifindex_in(ns: &str, dev: &str) -> u32 {
 }
 
 /// veth creates its page_pools without `page_pool_params.netdev` (mainline up to at least
-/// 6.18), and `page-pool-get` lists only pools linked to a netdev, so the veth pool is normally
-/// absent from the answer. The test checks what holds either way: the query answers from
-/// inside the namespace, any listed pool is well formed, a pool listed there on the veth
-/// carries the live-pool fields, and no pool of that namespace shows in the caller's.
+/// 6.18), and `page-pool-get` lists only pools linked to a netdev, so this host (no NIC with a
+/// page_pool, no netdevsim) lists none: what holds here is that the query answers from inside
+/// the namespace, that the veth pool is not in the answer (so the report's `kernel` is null
+/// for it, as the README says), and that whatever is listed is well formed. A listed pool's
+/// facts (NAPI id, inflight, not detached, stats) and the per-namespace answer with a real
+/// pool are checked in the VM lab, on virtio-net (`vm_sid_fentry_and_kprobe_…` in
+/// `xtask/tests/vm.rs`).
 #[test]
 #[ignore = "needs root: run through cargo xtask test"]
-fn netlink_page_pool_get_answers_inside_a_namespace_with_a_veth_xdp_pool() {
+fn netlink_page_pool_get_answers_inside_a_namespace_and_leaves_out_veth_pools() {
     let mut lab = VethLab::new("na", 40);
     lab.attach_xdp();
     lab.traffic(2);
@@ -65,24 +68,12 @@ fn netlink_page_pool_get_answers_inside_a_namespace_with_a_veth_xdp_pool() {
         .iter()
         .filter(|p| p.ifindex == Some(ifindex))
         .collect();
-    if ours.is_empty() {
-        eprintln!(
-            "note: the veth pool of {} is not listed: veth does not link its page_pools to \
-             the netdev, and netlink lists only pools that are",
-            lab.dev_rx
-        );
-    }
-    for p in &ours {
-        assert!(p.inflight.is_some(), "inflight missing: {p:?}");
-        assert!(
-            p.detach_time.is_none(),
-            "a live pool is not detached: {p:?}"
-        );
-        assert!(
-            !p.io_uring && p.dmabuf.is_none(),
-            "veth has no memory provider: {p:?}"
-        );
-    }
+    assert!(
+        ours.is_empty(),
+        "{} lists a pool: veth now links its page_pools to the netdev, so the README's \
+         'kernel: null for veth' and this test need updating: {ours:#?}",
+        lab.dev_rx
+    );
 
     // Netlink answers for the caller's namespace: pool ids are global, so none of the pools
     // listed inside ns_rx may show up in the test's own namespace.

@@ -43,13 +43,17 @@ for b in "$@"; do
 done
 echo "@@ethtool-veth1"; cat /tmp/ethtool-veth1.txt
 # The kernel's page_pool stats as `nobody` with only the capabilities probing needs (no
-# CAP_NET_ADMIN), in vnet1's namespace, where its pool is.
+# CAP_NET_ADMIN). In this namespace: moving vnet1 into ppb unregistered it here, and the
+# kernel parks the pools of an unregistered netdev on this namespace's loopback.
 echo "@@doctor-nobody"
 if command -v setpriv >/dev/null; then
-    ip netns exec ppb setpriv --reuid=65534 --regid=65534 --clear-groups \
+    setpriv --reuid=65534 --regid=65534 --clear-groups \
         --inh-caps=-all,+bpf,+perfmon --ambient-caps=-all,+bpf,+perfmon \
         --bounding-set=-all,+bpf,+perfmon ppscope doctor --json 2>&1 || true
 else
     echo "no setpriv in the lab"
 fi
+# Netlink answers per namespace: the pool parked here is not ppb's.
+echo "@@doctor-ppb"
+ip netns exec ppb ppscope doctor --json 2>&1 || true
 echo "@@end"

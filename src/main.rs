@@ -125,10 +125,10 @@ struct TopArgs {
 }
 
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("profile").required(true).args(["scenario", "replay"])))]
 struct SimulateArgs {
     /// A built-in workload.
-    #[arg(long, conflicts_with = "replay", required_unless_present = "replay",
-          value_parser = scenario_names())]
+    #[arg(long, value_parser = scenario_names())]
     scenario: Option<String>,
     /// Replay a recording's burst profiles at other ring sizes.
     #[arg(long, value_name = "FILE")]

@@ -47,7 +47,8 @@ fn out_of_range_values_are_refused() {
 
 #[test]
 fn missing_and_unknown_sources_are_bad_arguments() {
-    refused(&["simulate"], "--scenario");
+    // Either source, named both ways: no hint that --scenario is the only one.
+    refused(&["simulate"], "--scenario <SCENARIO>|--replay <FILE>");
     refused(
         &["simulate", "--scenario", "nope"],
         "possible values: gve-devmem-alltoall, many-sockets, healthy",

@@ -107,7 +107,7 @@ fn tracepoints_see_slow_path_pages_on_a_veth_xdp_pool() {
     assert!(pool["alloc"]["cache"].is_null(), "{pool:#}");
     assert!(pool["ring_hit_rate"].is_null(), "{pool:#}");
     // The live report keeps the layout the README documents (schema/diagnose.schema.json).
-    let errors = common::schema_errors("diagnose.schema.json", &report);
+    let errors = ppscope::testing::schema_errors("diagnose.schema.json", &report);
     assert!(errors.is_empty(), "off the schema: {errors:#?}");
 }
 
@@ -403,7 +403,7 @@ fn a_recording_replays_into_the_same_report() {
             "{what}: replay {r} vs live {l} (more than 2% apart)"
         );
     }
-    let errors = common::schema_errors("diagnose.schema.json", &report);
+    let errors = ppscope::testing::schema_errors("diagnose.schema.json", &report);
     assert!(
         errors.is_empty(),
         "the replay is off the schema: {errors:#?}"
@@ -760,7 +760,8 @@ fn top_once_shows_a_live_veth_pool_with_its_figures() {
         .find_map(|l| l.split("pages from allocator ").nth(1))
         .and_then(|rest| rest.split_whitespace().next())
         .unwrap_or_else(|| panic!("no 'pages from allocator' figure:\n{frame}"));
-    let per_s = parse_rate(rate).unwrap_or_else(|| panic!("not a rate: {rate:?}\n{frame}"));
+    let per_s = ppscope::testing::parse_rate(rate)
+        .unwrap_or_else(|| panic!("not a rate: {rate:?}\n{frame}"));
     assert!(per_s >= 100.0, "pages from allocator {rate}:\n{frame}");
     assert!(
         frame.contains("tracepoint"),
@@ -776,16 +777,4 @@ fn top_once_shows_a_live_veth_pool_with_its_figures() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("needs a terminal"), "{err}");
-}
-
-/// "2.7k/s" → 2700.0: a rate as the dashboard prints it (k, M, G suffixes).
-fn parse_rate(text: &str) -> Option<f64> {
-    let n = text.strip_suffix("/s")?;
-    let (digits, scale) = match n.chars().last()? {
-        'k' => (&n[..n.len() - 1], 1e3),
-        'M' => (&n[..n.len() - 1], 1e6),
-        'G' => (&n[..n.len() - 1], 1e9),
-        _ => (n, 1.0),
-    };
-    digits.parse::<f64>().ok().map(|d| d * scale)
 }

@@ -78,3 +78,32 @@ pub fn write_recording(
         w.append(&recording::Frame::from_sample(&s, start)).unwrap();
     }
 }
+
+/// Every error of `value` against the JSON Schema `schema/NAME` of this workspace (the
+/// layout the README documents), as "path: message" lines: empty when the output keeps it.
+#[cfg(any(test, feature = "schema-check"))]
+pub fn schema_errors(name: &str, value: &serde_json::Value) -> Vec<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../schema")
+        .join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    let schema: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("a valid JSON Schema");
+    validator
+        .iter_errors(value)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect()
+}
+
+/// "2.7k/s" (or "2.7k") → 2700.0: a rate as the dashboard prints it (k, M, G suffixes), for
+/// tests that read figures off a frame.
+pub fn parse_rate(text: &str) -> Option<f64> {
+    let n = text.strip_suffix("/s").unwrap_or(text);
+    let (digits, scale) = match n.chars().last()? {
+        'k' => (&n[..n.len() - 1], 1e3),
+        'M' => (&n[..n.len() - 1], 1e6),
+        'G' => (&n[..n.len() - 1], 1e9),
+        _ => (n, 1.0),
+    };
+    digits.parse::<f64>().ok().map(|d| d * scale)
+}

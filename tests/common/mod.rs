@@ -417,18 +417,3 @@ impl Drop for AgentProc {
         let _ = self.child.wait();
     }
 }
-
-/// Every error of `value` against `schema/NAME` (the JSON Schema the README documents), as
-/// "path: message" lines: empty when the output keeps its documented layout.
-pub fn schema_errors(name: &str, value: &serde_json::Value) -> Vec<String> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("schema")
-        .join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-    let schema: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let validator = jsonschema::validator_for(&schema).expect("a valid JSON Schema");
-    validator
-        .iter_errors(value)
-        .map(|e| format!("{}: {e}", e.instance_path()))
-        .collect()
-}

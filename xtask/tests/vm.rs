@@ -5,6 +5,7 @@
 //! `cargo xtask test` runs them.
 use std::collections::HashMap;
 
+use ppscope::testing::schema_errors;
 use serde_json::Value;
 use xtask::{
     vm::{run_script, KernelChoice, VmRun},
@@ -496,18 +497,6 @@ fn vm_trixie_dontneed_and_gve_without_page_pool() {
     assert_eq!(hook(&doctor, "gve_rx_poll")["backend"], "kprobe");
 }
 
-/// Every error of `value` against `schema/NAME` (the layout the README documents).
-fn schema_errors(name: &str, value: &Value) -> Vec<String> {
-    let path = workspace_root().join("schema").join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-    let schema: Value = serde_json::from_str(&text).unwrap();
-    let validator = jsonschema::validator_for(&schema).expect("a valid JSON Schema");
-    validator
-        .iter_errors(value)
-        .map(|e| format!("{}: {e}", e.instance_path()))
-        .collect()
-}
-
 /// One bursty run on a lab booted with `rx_queue_size`: (diagnose JSON, simulate JSON).
 fn bursty_run(rx_queue_size: u16, resize_rx: u16) -> (Value, Value, String) {
     let mut run = VmRun::new(workspace_root().join("xtask/vm-tests/bursty-record.sh"));
@@ -737,7 +726,7 @@ fn vm_top_shows_the_virtio_pool_live_and_through_an_agent() {
             .find(|l| l.contains("vnet1"))
             .unwrap_or_else(|| panic!("no vnet1 pool row in the {name} frame:\n{frame}"));
         let allocs = cell(header, row, "ALLOC/s");
-        let per_s = parse_rate(allocs)
+        let per_s = ppscope::testing::parse_rate(allocs)
             .unwrap_or_else(|| panic!("{name}: ALLOC/s {allocs:?} is not a rate: {row}"));
         assert!(per_s > 0.0, "{name}: no allocations measured: {row}");
         let hit = cell(header, row, "HIT%");
@@ -757,18 +746,6 @@ fn cell<'a>(header: &str, row: &'a str, title: &str) -> &'a str {
         .count();
     let start = row.char_indices().nth(at).map_or(row.len(), |(i, _)| i);
     row[start..].split_whitespace().next().unwrap_or("")
-}
-
-/// "2.7k/s" → 2700.0: a rate as the dashboard prints it (k, M, G suffixes).
-fn parse_rate(text: &str) -> Option<f64> {
-    let n = text.strip_suffix("/s").unwrap_or(text);
-    let (digits, scale) = match n.chars().last()? {
-        'k' => (&n[..n.len() - 1], 1e3),
-        'M' => (&n[..n.len() - 1], 1e6),
-        'G' => (&n[..n.len() - 1], 1e9),
-        _ => (n, 1.0),
-    };
-    digits.parse::<f64>().ok().map(|d| d * scale)
 }
 
 /// gve leaves and comes back while the agent runs (`rmmod`/`insmod`, twice): its hooks go

@@ -59,24 +59,15 @@ pub(crate) fn assert_schema_file(name: &str, schema: &Schema) {
     );
 }
 
-/// Every error of `value` against the schema in `schema/NAME`, as "path: message" lines.
-#[cfg(test)]
-pub(crate) fn schema_errors(name: &str, value: &serde_json::Value) -> Vec<String> {
-    let text = std::fs::read_to_string(schema_file(name)).unwrap();
-    let schema: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let validator = jsonschema::validator_for(&schema).expect("a valid JSON Schema");
-    validator
-        .iter_errors(value)
-        .map(|e| format!("{}: {e}", e.instance_path()))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::source::{SimSource, Source};
+    use crate::{
+        source::{SimSource, Source},
+        testing::schema_errors,
+    };
 
     #[test]
     fn the_schema_file_is_what_the_types_say() {

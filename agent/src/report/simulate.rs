@@ -151,7 +151,7 @@ pub fn text(results: &[SimulateResult]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::json::{assert_schema_file, schema_errors};
+    use crate::{report::json::assert_schema_file, testing::schema_errors};
 
     #[test]
     fn the_schema_file_is_what_the_types_say() {

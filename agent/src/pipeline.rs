@@ -18,7 +18,7 @@
 use std::{collections::HashMap, time::Duration};
 
 use crate::{
-    advice::{self, window::AdviceWindow},
+    advice,
     host::{ethtool, netlink::NetlinkSample},
     model::{self, Coverage, RawSample, SourceFacts},
     snapshot::{Advice, Snapshot, TimelineStep},
@@ -31,10 +31,9 @@ pub enum AdviceFrom<'a> {
     None,
     /// Computed from these fine-grained samples (a recording, a diagnose window).
     Samples(&'a [RawSample]),
-    /// Computed from a live source's rolling window.
-    Window(&'a AdviceWindow),
-    /// Already known, per pool address (a scenario's own advice; totals since the start that
-    /// reuse the last interval's).
+    /// Already known, per pool address: a live source's rolling window keeps its advice
+    /// ([`crate::advice::window::AdviceWindow::current_advice`]) for its interval and its
+    /// totals since the start alike.
     Given(&'a HashMap<u64, Advice>),
 }
 
@@ -93,16 +92,21 @@ pub fn assemble(w: &Window) -> Snapshot {
         let steps = timeline(samples, step, &w.facts.coverage);
         snap.timeline = model::keep_steps_of(steps, &snap.devices);
     }
-    let mut advice = match w.advice {
-        AdviceFrom::None => HashMap::new(),
+    match w.advice {
+        AdviceFrom::None => {}
         AdviceFrom::Samples(samples) => {
-            advice::advise_window(samples, &w.facts.coverage, w.facts.page_size, w.target)
+            let mut advice =
+                advice::advise_window(samples, &w.facts.coverage, w.facts.page_size, w.target);
+            for p in &mut snap.pools {
+                p.advice = advice.remove(&p.addr);
+            }
         }
-        AdviceFrom::Window(window) => window.advise(&w.facts.coverage, w.facts.page_size, w.target),
-        AdviceFrom::Given(given) => given.clone(),
-    };
-    for p in &mut snap.pools {
-        p.advice = advice.remove(&p.addr);
+        // The snapshot owns its advice: one copy per pool shown, none of the rest.
+        AdviceFrom::Given(given) => {
+            for p in &mut snap.pools {
+                p.advice = given.get(&p.addr).cloned();
+            }
+        }
     }
     if let Some(rings) = w.rx_rings {
         flag_unrebuilt_pools(&mut snap, rings);

@@ -6,9 +6,15 @@
 //! full (4,096 pools). The advice reads ten counters per pool per step and the pool's
 //! identity once, at the newest step: that is all this keeps (~100 bytes a pool a step,
 //! identities only in the newest sample).
+//!
+//! Why the advice is kept between computations ([`AdviceWindow::current_advice`]): replaying
+//! every pool's minute at every ring size is the agent's main cost when many pools move (a
+//! fifth of a core at 1,000 pools, recomputed each second), and a verdict over a minute of
+//! profile does not change in one second. It is recomputed once the window has moved on by
+//! [`ADVICE_EVERY`].
 use std::{
     collections::{HashMap, VecDeque},
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use ppscope_common::PoolIdentity;
@@ -24,6 +30,9 @@ use crate::{
 
 /// Samples a live source keeps: a minute of one-second steps, and the one before.
 pub const LIVE_SAMPLES: usize = 61;
+
+/// How far the window moves on before its advice is computed again.
+pub const ADVICE_EVERY: Duration = Duration::from_secs(5);
 
 /// One step of the window.
 #[derive(Debug, Clone)]
@@ -73,6 +82,10 @@ impl ProfileSample for SlimSample {
 pub struct AdviceWindow {
     samples: VecDeque<SlimSample>,
     capacity: usize,
+    /// The last computed advice, per pool address, and the newest sample's time and the
+    /// target it was computed for.
+    advice: HashMap<u64, Advice>,
+    advised: Option<(Instant, f64)>,
 }
 
 impl AdviceWindow {
@@ -81,6 +94,8 @@ impl AdviceWindow {
         let mut w = Self {
             samples: VecDeque::with_capacity(capacity.max(2) + 1),
             capacity: capacity.max(2),
+            advice: HashMap::new(),
+            advised: None,
         };
         w.push(first);
         w
@@ -103,6 +118,27 @@ impl AdviceWindow {
 
     pub fn is_empty(&self) -> bool {
         self.samples.is_empty()
+    }
+
+    /// The window's advice: computed again when the newest sample is [`ADVICE_EVERY`] past
+    /// the one the last computation saw (or the target changed), the last one otherwise. A
+    /// pool that appeared since has none until then.
+    pub fn current_advice(
+        &mut self,
+        cov: &Coverage,
+        page_size: u64,
+        target: f64,
+    ) -> &HashMap<u64, Advice> {
+        let newest = self.samples.back().map(|s| s.at);
+        let due = match (self.advised, newest) {
+            (Some((at, t)), Some(now)) => t != target || now.duration_since(at) >= ADVICE_EVERY,
+            _ => true,
+        };
+        if due {
+            self.advice = self.advise(cov, page_size, target);
+            self.advised = newest.map(|now| (now, target));
+        }
+        &self.advice
     }
 
     /// The advice of every pool of the window, per pool address. Borrowed, not cloned: a copy
@@ -202,6 +238,41 @@ mod tests {
 
     fn snapshot(first: &RawSample, last: &RawSample) -> Snapshot {
         model::snapshot(&testing::facts("test", coverage()), first, last)
+    }
+
+    /// The advice is kept while the window moves less than ADVICE_EVERY, then computed
+    /// again: a pool that appears in between gets its advice at the next computation.
+    #[test]
+    fn the_advice_is_computed_again_once_the_window_moved_on_by_advice_every() {
+        let mut all = samples(2, 30);
+        let late = 0xff01;
+        for s in &mut all[..10] {
+            s.pools.remove(&late);
+        }
+        let target = crate::advice::DEFAULT_TARGET;
+        let mut window = AdviceWindow::new(LIVE_SAMPLES, &all[0]);
+        let mut seen = Vec::new();
+        for s in &all[1..] {
+            window.push(s);
+            let advice = window.current_advice(&coverage(), 4096, target);
+            seen.push(advice.contains_key(&late));
+        }
+        // Samples are a second apart: computed at t=1, 6, 11, 16, … The late pool is in the
+        // window from t=10 and advised from the computation at t=16 on (it needs enough of
+        // a profile), never between two computations.
+        let first = seen
+            .iter()
+            .position(|&s| s)
+            .expect("the late pool is advised");
+        assert_eq!((first + 1) % 5, 1, "advised at t={}: {seen:?}", first + 1);
+        assert!(seen[first..].iter().all(|&s| s), "{seen:?}");
+        // A new target is a new question: computed at once.
+        let before = window.current_advice(&coverage(), 4096, target).clone();
+        let other = window.current_advice(&coverage(), 4096, 0.5).clone();
+        assert_ne!(
+            before.get(&late).map(|a| a.target),
+            other.get(&late).map(|a| a.target)
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::{
     model::{c_name, RawSample},
     pipeline::{self, AdviceFrom, Window},
     probes::Probes,
-    snapshot::{Advice, HookStatus, Snapshot},
+    snapshot::{HookStatus, Snapshot},
 };
 
 /// The kernel, through the probes: one snapshot per call, covering the time since the last.
@@ -79,20 +79,19 @@ impl LiveSource {
         let netlink_now = NetlinkSample::read();
         self.window.push(&cur);
         let facts = &self.probes.facts;
+        let target = crate::advice::DEFAULT_TARGET;
+        let advice = self
+            .window
+            .current_advice(&facts.coverage, facts.page_size, target);
         let mut w = Window::between(facts, &self.prev, &cur);
         w.netlink = Some((&self.netlink_prev, &netlink_now));
-        w.advice = AdviceFrom::Window(&self.window);
+        w.advice = AdviceFrom::Given(advice);
         let interval = pipeline::assemble(&w);
+        // The same advice for the totals: computing it twice would cost twice.
         let totals = since_start.then(|| {
-            // The same advice as the interval's: computing it twice would cost twice.
-            let advice: HashMap<u64, Advice> = interval
-                .pools
-                .iter()
-                .filter_map(|p| Some((p.addr, p.advice.clone()?)))
-                .collect();
             let mut w = Window::between(facts, &self.first, &cur);
             w.netlink = Some((&self.netlink_first, &netlink_now));
-            w.advice = AdviceFrom::Given(&advice);
+            w.advice = AdviceFrom::Given(advice);
             pipeline::assemble(&w)
         });
         let map_entries = cur.pools.len();

@@ -16,6 +16,7 @@ use aya::{Btf, Ebpf, EbpfLoader};
 use ppscope_common::ProbeConfig;
 
 mod attach;
+mod batch;
 mod hooks;
 pub mod lab;
 mod modules;

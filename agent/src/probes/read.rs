@@ -2,13 +2,16 @@
 use std::{collections::HashMap, time::Instant};
 
 use anyhow::{Context, Result};
-use aya::maps::{HashMap as BpfHashMap, PerCpuArray, PerCpuHashMap};
+use aya::{
+    maps::{HashMap as BpfHashMap, IterableMap, Map, PerCpuArray, PerCpuHashMap},
+    Pod,
+};
 use ppscope_common::{
     site_stat, DeviceIdentity, DropKey, NapiCounters, PoolHists, PoolHot, PoolIdentity, PoolState,
     PoolTeardown, SiteStats,
 };
 
-use super::Probes;
+use super::{batch, Probes};
 use crate::model::{accumulate_site, ProgramRuntime, RawPool, RawSample};
 
 impl Probes {
@@ -19,49 +22,36 @@ impl Probes {
                 .map(name)
                 .with_context(|| format!("map {name} missing from the object"))
         };
-        let counters: PerCpuHashMap<_, u64, PoolHot> =
-            PerCpuHashMap::try_from(map("POOL_COUNTERS")?)?;
-        let hists: BpfHashMap<_, u64, PoolHists> = BpfHashMap::try_from(map("POOL_HISTS")?)?;
-        let identities: BpfHashMap<_, u64, PoolIdentity> =
-            BpfHashMap::try_from(map("POOL_IDENTITY")?)?;
-        let gve_queues: BpfHashMap<_, u64, u32> = BpfHashMap::try_from(map("GVE_POOL_QUEUE")?)?;
-        let site_stats: PerCpuArray<_, SiteStats> = PerCpuArray::try_from(map("SITE_STATS")?)?;
-        let gve_poll: PerCpuHashMap<_, u32, SiteStats> = PerCpuHashMap::try_from(map("GVE_POLL")?)?;
+        let cpus = aya::util::nr_cpus().map_err(|(what, e)| anyhow::anyhow!("{what}: {e}"))?;
 
         let mut pools: HashMap<u64, RawPool> = HashMap::new();
-        for item in counters.iter() {
-            // A pool evicted between key and value lookups is skipped, not fatal.
-            let Ok((pool, per_cpu)) = item else { continue };
+        for (pool, per_cpu) in all_per_cpu::<u64, PoolHot>(map("POOL_COUNTERS")?, cpus)? {
             let entry = pools.entry(pool).or_default();
-            for c in per_cpu.iter() {
+            for c in &per_cpu {
                 entry.counters.add_hot(c);
             }
         }
-        for item in hists.iter() {
-            let Ok((pool, h)) = item else { continue };
+        for (pool, h) in all::<u64, PoolHists>(map("POOL_HISTS")?)? {
             if let Some(entry) = pools.get_mut(&pool) {
                 entry.counters.set_hists(&h);
             }
         }
-        for item in identities.iter() {
-            let Ok((pool, id)) = item else { continue };
+        for (pool, id) in all::<u64, PoolIdentity>(map("POOL_IDENTITY")?)? {
             if let Some(entry) = pools.get_mut(&pool) {
                 entry.identity = Some(id);
             }
         }
-        for item in gve_queues.iter() {
-            let Ok((pool, queue)) = item else { continue };
+        for (pool, queue) in all::<u64, u32>(map("GVE_POOL_QUEUE")?)? {
             if let Some(entry) = pools.get_mut(&pool) {
                 entry.gve_queue = Some(queue);
             }
         }
-        let states: BpfHashMap<_, u64, PoolState> = BpfHashMap::try_from(map("POOL_STATE")?)?;
-        for item in states.iter() {
-            let Ok((pool, st)) = item else { continue };
+        for (pool, st) in all::<u64, PoolState>(map("POOL_STATE")?)? {
             if let Some(entry) = pools.get_mut(&pool) {
                 entry.state = Some(st);
             }
         }
+        let site_stats: PerCpuArray<_, SiteStats> = PerCpuArray::try_from(map("SITE_STATS")?)?;
         let mut sites = [SiteStats::default(); site_stat::COUNT as usize];
         for (i, slot) in sites.iter_mut().enumerate() {
             if let Ok(per_cpu) = site_stats.get(&(i as u32), 0) {
@@ -71,25 +61,16 @@ impl Probes {
             }
         }
         let mut gve = HashMap::new();
-        for item in gve_poll.iter() {
-            let Ok((queue, per_cpu)) = item else { continue };
+        for (queue, per_cpu) in all_per_cpu::<u32, SiteStats>(map("GVE_POLL")?, cpus)? {
             let slot: &mut SiteStats = gve.entry(queue).or_default();
-            for s in per_cpu.iter() {
+            for s in &per_cpu {
                 accumulate_site(slot, s);
             }
         }
-        let napi_counters: PerCpuHashMap<_, u64, NapiCounters> =
-            PerCpuHashMap::try_from(map("NAPI_COUNTERS")?)?;
-        let napi_ids: BpfHashMap<_, u64, DeviceIdentity> =
-            BpfHashMap::try_from(map("NAPI_IDENTITY")?)?;
-        let drops: PerCpuHashMap<_, DropKey, u64> = PerCpuHashMap::try_from(map("DROPS")?)?;
-        let drop_devices: BpfHashMap<_, u64, DeviceIdentity> =
-            BpfHashMap::try_from(map("DROP_DEVICES")?)?;
         let mut napi = HashMap::new();
-        for item in napi_counters.iter() {
-            let Ok((key, per_cpu)) = item else { continue };
+        for (key, per_cpu) in all_per_cpu::<u64, NapiCounters>(map("NAPI_COUNTERS")?, cpus)? {
             let slot: &mut NapiCounters = napi.entry(key).or_default();
-            for c in per_cpu.iter() {
+            for c in &per_cpu {
                 slot.polls += c.polls;
                 slot.work += c.work;
                 slot.full_budget += c.full_budget;
@@ -98,18 +79,15 @@ impl Probes {
         }
         let mut devices = HashMap::new();
         let mut napi_devices = HashMap::new();
-        for item in napi_ids.iter() {
-            let Ok((key, id)) = item else { continue };
+        for (key, id) in all::<u64, DeviceIdentity>(map("NAPI_IDENTITY")?)? {
             napi_devices.insert(key, id.netdev);
             devices.insert(id.netdev, id);
         }
-        for item in drop_devices.iter() {
-            let Ok((key, id)) = item else { continue };
+        for (key, id) in all::<u64, DeviceIdentity>(map("DROP_DEVICES")?)? {
             devices.entry(key).or_insert(id);
         }
         let mut drop_counts = HashMap::new();
-        for item in drops.iter() {
-            let Ok((key, per_cpu)) = item else { continue };
+        for (key, per_cpu) in all_per_cpu::<DropKey, u64>(map("DROPS")?, cpus)? {
             *drop_counts.entry(key).or_insert(0u64) += per_cpu.iter().sum::<u64>();
         }
         let teardown_map: BpfHashMap<_, u64, PoolTeardown> =
@@ -147,4 +125,28 @@ impl Probes {
         }
         Some(total)
     }
+}
+
+/// Every entry of a hash map: in batches where the kernel does them ([`batch`]), else one by
+/// one. An entry evicted between the key and value lookups of the one-by-one walk is skipped,
+/// not fatal.
+fn all<K: Pod, V: Pod>(map: &Map) -> Result<Vec<(K, V)>> {
+    let typed: BpfHashMap<_, K, V> = BpfHashMap::try_from(map)?;
+    if let Some(rows) = batch::entries::<K, V>(typed.map())? {
+        return Ok(rows);
+    }
+    Ok(typed.iter().filter_map(|item| item.ok()).collect())
+}
+
+/// Every entry of a per-CPU hash map, one value per possible CPU, as [`all`] reads them.
+fn all_per_cpu<K: Pod, V: Pod>(map: &Map, cpus: usize) -> Result<Vec<(K, Vec<V>)>> {
+    let typed: PerCpuHashMap<_, K, V> = PerCpuHashMap::try_from(map)?;
+    if let Some(rows) = batch::per_cpu_entries::<K, V>(typed.map(), cpus)? {
+        return Ok(rows);
+    }
+    Ok(typed
+        .iter()
+        .filter_map(|item| item.ok())
+        .map(|(k, per_cpu)| (k, per_cpu.iter().copied().collect()))
+        .collect())
 }

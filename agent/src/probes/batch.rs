@@ -1,0 +1,201 @@
+//! Reading a whole hash map in a few system calls (`BPF_MAP_LOOKUP_BATCH`, Linux ≥ 5.6)
+//! instead of two per entry (aya's iterator: `GET_NEXT_KEY`, then `LOOKUP_ELEM`). With 1,000
+//! pools and nine maps that was ~20,000 system calls a collection; batched it is a handful
+//! per map. aya 0.14 has no batch operations, so this is the one place ppscope calls `bpf(2)`
+//! itself, with aya-obj's generated `bpf_attr` (the kernel's own layout).
+//!
+//! [`entries`] and [`per_cpu_entries`] return `None` when the kernel does not do batches for
+//! the map (older kernels, `EINVAL`/`ENOTSUPP`): the caller then iterates as before.
+use std::{
+    io, mem,
+    os::fd::{AsFd, AsRawFd},
+};
+
+use aya::{maps::MapData, Pod};
+use aya_obj::generated::{bpf_attr, bpf_cmd};
+
+/// Entries asked for per call at first; doubled when a hash bucket holds more (`ENOSPC`).
+const FIRST_BATCH: u32 = 512;
+/// The kernel's `ENOTSUPP` (524), which is not in libc: "operation not supported" from BPF.
+const ENOTSUPP: i32 = 524;
+
+/// A per-CPU map's entries: each key with its value on every possible CPU.
+pub type PerCpuRows<K, V> = Vec<(K, Vec<V>)>;
+
+/// Every (key, value) of a map with one value per key, or `None` when the kernel does not
+/// batch this map.
+pub fn entries<K: Pod, V: Pod>(map: &MapData) -> io::Result<Option<Vec<(K, V)>>> {
+    let rows = lookup_all(map, mem::size_of::<K>(), mem::size_of::<V>())?;
+    Ok(rows.map(|(keys, values)| {
+        (0..keys.len() / mem::size_of::<K>())
+            .map(|i| {
+                (
+                    read::<K>(&keys, i * mem::size_of::<K>()),
+                    read::<V>(&values, i * mem::size_of::<V>()),
+                )
+            })
+            .collect()
+    }))
+}
+
+/// Every (key, one value per possible CPU) of a per-CPU map, or `None` when the kernel does
+/// not batch this map. The kernel lays each CPU's value out at 8-byte strides.
+pub fn per_cpu_entries<K: Pod, V: Pod>(
+    map: &MapData,
+    cpus: usize,
+) -> io::Result<Option<PerCpuRows<K, V>>> {
+    let stride = mem::size_of::<V>().next_multiple_of(8);
+    let rows = lookup_all(map, mem::size_of::<K>(), stride * cpus)?;
+    Ok(rows.map(|(keys, values)| {
+        (0..keys.len() / mem::size_of::<K>())
+            .map(|i| {
+                let base = i * stride * cpus;
+                let per_cpu = (0..cpus)
+                    .map(|c| read::<V>(&values, base + c * stride))
+                    .collect();
+                (read::<K>(&keys, i * mem::size_of::<K>()), per_cpu)
+            })
+            .collect()
+    }))
+}
+
+fn read<T: Pod>(buf: &[u8], at: usize) -> T {
+    assert!(at + mem::size_of::<T>() <= buf.len());
+    // SAFETY: in bounds (checked above); T is Pod (any bit pattern is a value), and the
+    // buffer is bytes, so the read is unaligned.
+    unsafe { std::ptr::read_unaligned(buf.as_ptr().add(at).cast::<T>()) }
+}
+
+/// All keys and values as the kernel wrote them (`key_size` and `value_size` bytes each), or
+/// `None` when this map cannot be read in batches here.
+fn lookup_all(
+    map: &MapData,
+    key_size: usize,
+    value_size: usize,
+) -> io::Result<Option<(Vec<u8>, Vec<u8>)>> {
+    let fd = map.fd().as_fd().as_raw_fd();
+    let mut keys = Vec::new();
+    let mut values = Vec::new();
+    let mut count = FIRST_BATCH;
+    // The position token: opaque to userspace, a u32 bucket index for hash maps; 8 bytes
+    // (at least the key size, as the kernel's documentation asks) covers every map here.
+    let mut token = [0u64; 2];
+    let mut next = [0u64; 2];
+    let mut first = true;
+    loop {
+        let at_keys = keys.len();
+        let at_values = values.len();
+        keys.resize(at_keys + count as usize * key_size, 0);
+        values.resize(at_values + count as usize * value_size, 0);
+        // SAFETY: bpf_attr is plain data; all zero is its "unused" value.
+        let mut attr: bpf_attr = unsafe { mem::zeroed() };
+        // SAFETY: writing the batch member of a zeroed union of plain integers.
+        let b = unsafe { &mut attr.batch };
+        b.in_batch = if first { 0 } else { token.as_ptr() as u64 };
+        b.out_batch = next.as_mut_ptr() as u64;
+        b.keys = keys[at_keys..].as_mut_ptr() as u64;
+        b.values = values[at_values..].as_mut_ptr() as u64;
+        b.count = count;
+        b.map_fd = fd as u32;
+        // SAFETY: the pointers in attr point into buffers sized for `count` entries, and
+        // the token buffers outlive the call; the kernel writes at most that much.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                bpf_cmd::BPF_MAP_LOOKUP_BATCH as libc::c_long,
+                &mut attr as *mut bpf_attr,
+                mem::size_of::<bpf_attr>() as libc::c_uint,
+            )
+        };
+        let err = (rc < 0).then(io::Error::last_os_error);
+        // SAFETY: as above; the kernel wrote how many entries it returned.
+        let got = unsafe { attr.batch.count } as usize;
+        keys.truncate(at_keys + got * key_size);
+        values.truncate(at_values + got * value_size);
+        match err.as_ref().and_then(io::Error::raw_os_error) {
+            None => {}
+            // The end of the map (with the last entries, possibly none).
+            Some(libc::ENOENT) => return Ok(Some((keys, values))),
+            // One hash bucket holds more than `count`: ask for more at once, same position.
+            Some(libc::ENOSPC) if got == 0 => {
+                count = count.saturating_mul(2);
+                continue;
+            }
+            Some(libc::EINVAL) | Some(libc::EOPNOTSUPP) | Some(ENOTSUPP) if first => {
+                return Ok(None)
+            }
+            Some(_) => return Err(err.unwrap()),
+        }
+        token = next;
+        first = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use aya::maps::{HashMap, IterableMap, Map, PerCpuHashMap, PerCpuValues};
+    use aya_obj::generated::bpf_map_type::{BPF_MAP_TYPE_LRU_HASH, BPF_MAP_TYPE_LRU_PERCPU_HASH};
+
+    use super::*;
+
+    /// The maps ppscope reads are LRU hashes, plain and per-CPU. 3,000 entries in a table of
+    /// 4,096: several batches, and buckets holding more than one entry.
+    const ENTRIES: u64 = 3_000;
+
+    fn create(map_type: u32, key: usize, value: usize) -> MapData {
+        let obj = aya_obj::Map::new_from_params(map_type, key as u32, value as u32, 4096, 0);
+        MapData::create(obj, "pp_batch_test", None).expect("create a BPF map (root?)")
+    }
+
+    #[test]
+    #[ignore = "needs root (BPF maps): run through `cargo xtask test`"]
+    fn batches_read_exactly_what_the_one_by_one_walk_reads() {
+        let mut map = Map::LruHashMap(create(BPF_MAP_TYPE_LRU_HASH as u32, 8, 16));
+        {
+            let mut h: HashMap<_, u64, [u64; 2]> = HashMap::try_from(&mut map).unwrap();
+            for i in 0..ENTRIES {
+                h.insert(i * 7919, [i, !i], 0).unwrap();
+            }
+        }
+        let h: HashMap<_, u64, [u64; 2]> = HashMap::try_from(&map).unwrap();
+        let mut batched = entries::<u64, [u64; 2]>(h.map())
+            .unwrap()
+            .expect("this kernel batches LRU hashes");
+        let mut walked: Vec<(u64, [u64; 2])> = h.iter().map(Result::unwrap).collect();
+        batched.sort();
+        walked.sort();
+        assert_eq!(batched.len(), ENTRIES as usize);
+        assert_eq!(batched, walked);
+
+        // Per CPU, with a 12-byte value: the kernel pads each CPU's copy to 8 bytes.
+        let cpus = aya::util::nr_cpus().unwrap();
+        let mut map = Map::PerCpuLruHashMap(create(BPF_MAP_TYPE_LRU_PERCPU_HASH as u32, 8, 12));
+        {
+            let mut h: PerCpuHashMap<_, u64, [u32; 3]> = PerCpuHashMap::try_from(&mut map).unwrap();
+            for i in 0..ENTRIES {
+                let per_cpu: Vec<[u32; 3]> = (0..cpus as u32).map(|c| [i as u32, c, 7]).collect();
+                h.insert(i, PerCpuValues::try_from(per_cpu).unwrap(), 0)
+                    .unwrap();
+            }
+        }
+        let h: PerCpuHashMap<_, u64, [u32; 3]> = PerCpuHashMap::try_from(&map).unwrap();
+        let mut batched = per_cpu_entries::<u64, [u32; 3]>(h.map(), cpus)
+            .unwrap()
+            .expect("this kernel batches per-CPU LRU hashes");
+        batched.sort();
+        assert_eq!(batched.len(), ENTRIES as usize);
+        for (i, (key, per_cpu)) in batched.iter().enumerate() {
+            assert_eq!(*key, i as u64);
+            let want: Vec<[u32; 3]> = (0..cpus as u32).map(|c| [i as u32, c, 7]).collect();
+            assert_eq!(per_cpu, &want, "entry {i}");
+        }
+    }
+
+    #[test]
+    #[ignore = "needs root (BPF maps): run through `cargo xtask test`"]
+    fn an_empty_map_is_read_as_empty() {
+        let map = Map::LruHashMap(create(BPF_MAP_TYPE_LRU_HASH as u32, 8, 8));
+        let h: HashMap<_, u64, u64> = HashMap::try_from(&map).unwrap();
+        assert_eq!(entries::<u64, u64>(h.map()).unwrap(), Some(Vec::new()));
+    }
+}

@@ -43,15 +43,25 @@ struct ProbeArgs {
     /// are not asked for).
     #[arg(long)]
     strict: bool,
+    /// Pools tracked at once (the kernel maps' size; past it the least recently seen pool
+    /// is evicted and counted). Each pool costs about 100 bytes per CPU.
+    #[arg(long, default_value_t = ppscope_common::MAX_POOLS,
+          value_parser = clap::value_parser!(u32).range(2..=1_048_576))]
+    map_capacity: u32,
 }
 
 impl ProbeArgs {
-    fn start(&self) -> Result<Probes> {
-        Probes::start(&ProbeOptions {
+    fn options(&self) -> ProbeOptions {
+        ProbeOptions {
             backend: self.backend,
             only_ifindex: 0,
             strict: self.strict,
-        })
+            map_capacity: self.map_capacity,
+        }
+    }
+
+    fn start(&self) -> Result<Probes> {
+        Probes::start(&self.options())
     }
 }
 
@@ -369,11 +379,7 @@ fn print_out(text: &str) -> Result<()> {
 /// The report even when ppscope could not run here (that is when it is needed), then the
 /// reason in one sentence and exit 1.
 fn doctor(json: bool, probe: &ProbeArgs) -> Result<()> {
-    let probes = Probes::attach(&ProbeOptions {
-        backend: probe.backend,
-        only_ifindex: 0,
-        strict: probe.strict,
-    })?;
+    let probes = Probes::attach(&probe.options())?;
     let netlink = ppscope::host::netlink::NetlinkSample::read();
     let out = if json {
         let report = report::doctor::json(&probes.facts, &probes.fields, &netlink);

@@ -537,6 +537,45 @@ fn pool_churn_keeps_the_agent_flat_and_its_pools_true() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// A pool map smaller than the pools that move (`--map-capacity 2`, three flooded veth
+/// pools): the kernel's LRU evicts, the map never holds more than its capacity, and the agent
+/// counts the evictions in `/metrics` instead of losing pools silently.
+#[test]
+#[ignore = "needs root: run through `cargo xtask test`"]
+fn a_full_pool_map_evicts_and_the_agent_counts_it() {
+    let mut labs: Vec<VethLab> = (0..3u8)
+        .map(|i| VethLab::new(&format!("m{i}"), 47 + i))
+        .collect();
+    let agent = AgentProc::start(None, &["--interval", "200ms", "--map-capacity", "2"]);
+    for lab in &mut labs {
+        lab.attach_xdp();
+    }
+    let floods: Vec<Flood> = labs.iter().map(Flood::start).collect();
+    let mut last = String::new();
+    let evicted = eventually(Duration::from_secs(30), || {
+        last = agent.metrics();
+        // Once all three pools took their first pages, one of them cannot be in the map.
+        metric_sum(&last, "ppscope_map_evictions_total", "") >= 1.0
+    });
+    drop(floods);
+    assert!(
+        evicted,
+        "no evictions counted with 3 pools in a map of 2:\n{last}"
+    );
+    assert_eq!(metric_sum(&last, "ppscope_map_capacity", ""), 2.0, "{last}");
+    let entries = metric_sum(&last, "ppscope_map_entries", "");
+    assert!(
+        (1.0..=2.0).contains(&entries),
+        "map entries {entries}:\n{last}"
+    );
+    // A capacity no map can have is a bad argument, said before anything loads.
+    let out = Command::new(PPSCOPE)
+        .args(["agent", "--map-capacity", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
 #[test]
 #[ignore = "needs root: run through `cargo xtask test`"]
 fn churned_pools_are_never_counted_under_another_device() {

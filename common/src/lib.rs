@@ -9,7 +9,8 @@
 /// (bucket 0 also holds 0 ns); the last bucket also holds everything larger (≥ 2^31 ns ≈ 2.1 s).
 pub const LATENCY_BUCKETS: usize = 32;
 
-/// Upper bound of pools tracked at once (LRU maps: the least recently seen pool is evicted).
+/// Pools tracked at once unless `--map-capacity` says otherwise (LRU maps: the least
+/// recently seen pool is evicted). The agent sets every pool-keyed map to the capacity.
 pub const MAX_POOLS: u32 = 4096;
 
 /// A field offset the agent could not resolve from BTF. The programs skip reading such a field.

@@ -69,6 +69,11 @@ pub(crate) static DROP_DEVICES: LruHashMap<u64, DeviceIdentity> =
 pub(crate) static DROPS: LruPerCpuHashMap<DropKey, u64> =
     LruPerCpuHashMap::with_max_entries(MAX_POOLS, 0);
 
+/// Pools added to `POOL_COUNTERS` (first sight, on any CPU), for the agent: added minus
+/// present is what the LRU evicted when the map was full.
+#[map]
+pub(crate) static POOL_INSERTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
 /// A zeroed counter set to insert on first sight; a map value is too big for the BPF stack.
 #[map]
 pub(crate) static ZERO_COUNTERS: PerCpuArray<PoolHot> = PerCpuArray::with_max_entries(1, 0);

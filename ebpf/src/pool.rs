@@ -7,7 +7,8 @@ use crate::{
     config,
     kmem::{driver_name, log2_bucket, pool_netdev, read_field},
     maps::{
-        POOL_COUNTERS, POOL_HISTS, POOL_IDENTITY, POOL_STATE, SITE_STATS, ZERO_COUNTERS, ZERO_HISTS,
+        POOL_COUNTERS, POOL_HISTS, POOL_IDENTITY, POOL_INSERTS, POOL_STATE, SITE_STATS,
+        ZERO_COUNTERS, ZERO_HISTS,
     },
 };
 
@@ -126,7 +127,12 @@ pub(crate) fn counters(pool: u64) -> Option<&'static mut PoolHot> {
     record_identity(pool, &cfg);
     let zero = ZERO_COUNTERS.get_ptr(0)?;
     // SAFETY: the zero slot is never written.
-    let _ = POOL_COUNTERS.insert(pool, unsafe { &*zero }, 0);
+    if POOL_COUNTERS.insert(pool, unsafe { &*zero }, 0).is_ok() {
+        if let Some(n) = POOL_INSERTS.get_ptr_mut(0) {
+            // SAFETY: this CPU's slot.
+            unsafe { *n += 1 };
+        }
+    }
     POOL_COUNTERS.get_ptr_mut(pool).map(|c| {
         // SAFETY: as above.
         unsafe { &mut *c }

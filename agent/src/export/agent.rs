@@ -101,7 +101,8 @@ pub fn run(
             say(change);
         }
         stats.map_entries = collection.map_entries;
-        stats.map_capacity = ppscope_common::MAX_POOLS as usize;
+        stats.map_capacity = collection.map_capacity;
+        stats.map_evictions = collection.map_evictions;
         let mut snap = collection.since_start.expect("asked for");
         let now = Instant::now();
         retirement.retire(&mut snap, opts.grace, now);

@@ -22,6 +22,8 @@ pub struct SelfStats {
     /// pool is evicted when full).
     pub map_entries: usize,
     pub map_capacity: usize,
+    /// Pools the full map evicted (least recently seen first), since the start.
+    pub map_evictions: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -327,8 +329,14 @@ const FAMILIES: &[FamilyDef] = &[
     family(
         "ppscope_map_capacity",
         "gauge",
-        "Capacity of that map; at capacity the least recently seen pool is evicted.",
+        "Capacity of that map (--map-capacity); at capacity the least recently seen pool is evicted.",
         Series::Agent(|me, _| me.map_capacity as f64),
+    ),
+    family(
+        "ppscope_map_evictions_total",
+        "counter",
+        "Pools the full map evicted to make room for a new one; raise --map-capacity if it moves.",
+        Series::Agent(|me, _| me.map_evictions as f64),
     ),
     family(
         "ppscope_collections_total",

@@ -54,7 +54,24 @@ pub struct ProbeOptions {
     pub only_ifindex: u32,
     /// Fail unless every hook attached (except hooks of modules not loaded).
     pub strict: bool,
+    /// Pools (and NAPI instances, dropping devices) tracked at once: the size of every
+    /// per-pool map. Memory grows with it (per-CPU counters), so it is the user's choice.
+    pub map_capacity: u32,
 }
+
+/// The maps keyed by pool, NAPI instance or device: sized by [`ProbeOptions::map_capacity`].
+const PER_POOL_MAPS: [&str; 10] = [
+    "POOL_COUNTERS",
+    "POOL_HISTS",
+    "POOL_IDENTITY",
+    "GVE_POOL_QUEUE",
+    "POOL_STATE",
+    "NAPI_COUNTERS",
+    "NAPI_IDENTITY",
+    "DROP_DEVICES",
+    "DROPS",
+    "POOL_TEARDOWN",
+];
 
 /// The loaded programs. Dropping it detaches everything (fd-based links) and ends the
 /// scoped BPF run-time statistics.
@@ -67,6 +84,8 @@ pub struct Probes {
     pub fields: Vec<ResolvedField>,
     /// Keeps `BPF_ENABLE_STATS` on for as long as we run; None when the kernel refused.
     _stats: Option<OwnedFd>,
+    /// The size of every per-pool map.
+    pub map_capacity: u32,
     /// The backend asked for, to attach module hooks again (see [`Probes::refresh_modules`];
     /// the kernel's symbols and BTF are read again then, not kept: tens of MB).
     backend: BackendChoice,
@@ -142,10 +161,12 @@ impl Probes {
                 .find(|(_, name)| name.as_str() == "SKB_CONSUMED")
                 .map_or(u32::MAX, |(v, _)| *v),
         };
-        let mut ebpf = EbpfLoader::new()
-            .override_global("PPSCOPE_CONFIG", &config, true)
-            .load(EBPF_OBJECT)
-            .map_err(|e| load_error(&e))?;
+        let mut loader = EbpfLoader::new();
+        loader.override_global("PPSCOPE_CONFIG", &config, true);
+        for name in PER_POOL_MAPS {
+            loader.map_max_entries(name, opts.map_capacity);
+        }
+        let mut ebpf = loader.load(EBPF_OBJECT).map_err(|e| load_error(&e))?;
         let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
 
         let ctx = AttachContext {
@@ -192,6 +213,7 @@ impl Probes {
                 drop_reasons,
             },
             fields,
+            map_capacity: opts.map_capacity,
             _stats: stats,
             backend: opts.backend,
             modules,

@@ -113,6 +113,17 @@ impl Probes {
         })
     }
 
+    /// Pools ever added to the pool map (on first sight): minus the pools in it, what the
+    /// LRU evicted because the map was full.
+    pub fn pools_added(&self) -> Result<u64> {
+        let map = self
+            .ebpf
+            .map("POOL_INSERTS")
+            .context("map POOL_INSERTS missing from the object")?;
+        let added: PerCpuArray<_, u64> = PerCpuArray::try_from(map)?;
+        Ok(added.get(&0, 0)?.iter().sum())
+    }
+
     /// Run time and run count of ppscope's own programs (only while BPF stats are on).
     fn runtime(&self) -> Option<ProgramRuntime> {
         self._stats.as_ref()?;

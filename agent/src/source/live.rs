@@ -37,8 +37,11 @@ pub struct Collection {
     pub interval: Snapshot,
     /// Everything since the source started, with the same advice; only when asked for.
     pub since_start: Option<Snapshot>,
-    /// Pools in the kernel's per-pool map.
+    /// Pools in the kernel's per-pool map, its capacity, and the pools it evicted because it
+    /// was full (since the start).
     pub map_entries: usize,
+    pub map_capacity: usize,
+    pub map_evictions: u64,
     /// Modules that came, went or came back since the previous collection (their hooks
     /// were re-attached or dropped), in words.
     pub module_changes: Vec<String>,
@@ -95,12 +98,18 @@ impl LiveSource {
             pipeline::assemble(&w)
         });
         let map_entries = cur.pools.len();
+        let map_evictions = self
+            .probes
+            .pools_added()?
+            .saturating_sub(map_entries as u64);
         self.prev = cur;
         self.netlink_prev = netlink_now;
         Ok(Collection {
             interval,
             since_start: totals,
             map_entries,
+            map_capacity: self.probes.map_capacity as usize,
+            map_evictions,
             module_changes,
         })
     }

@@ -753,10 +753,11 @@ impl NetlinkSample {
             Ok(StatsAvailability::NotSupported(why)) => s.stats_missing = Some(why),
             Err(e) => s.stats_missing = Some(format!("{e:#}")),
         }
-        s.ifnames = s
-            .pools
-            .iter()
-            .filter_map(|p| p.ifindex)
+        // One name lookup (a system call) per device, not per pool: a NIC has a pool per queue.
+        let devices: std::collections::BTreeSet<u32> =
+            s.pools.iter().filter_map(|p| p.ifindex).collect();
+        s.ifnames = devices
+            .into_iter()
             .filter_map(|i| Some((i, crate::host::system::ifname_of(i)?)))
             .collect();
         s

@@ -24,34 +24,50 @@ fn device_name(id: &DeviceIdentity) -> Option<String> {
     c_name(&id.ifname)
 }
 
-fn napi_delta(earlier: &RawSample, later: &RawSample, netdev: u64) -> NapiCounters {
-    let mut total = NapiCounters::default();
-    for (napi, now) in &later.napi {
-        if later.napi_devices.get(napi) != Some(&netdev) {
-            continue;
-        }
-        let before = earlier.napi.get(napi).copied().unwrap_or_default();
-        total.polls += since(now.polls, before.polls);
-        total.work += since(now.work, before.work);
-        total.full_budget += since(now.full_budget, before.full_budget);
-        total.budget += since(now.budget, before.budget);
-    }
-    total
+/// What moved per device between two samples: NAPI work (over the device's NAPI instances)
+/// and drops by reason, most first. Made in one pass over each map whatever the number of
+/// devices: a pass per device made a collection quadratic in them (1,000 veth pairs: most of
+/// the agent's time, `perf` in `cargo xtask bench --only agent`).
+struct DeviceDeltas {
+    napi: HashMap<u64, NapiCounters>,
+    drops: HashMap<u64, Vec<(u32, u64)>>,
 }
 
-fn drops_delta(earlier: &RawSample, later: &RawSample, netdev: u64) -> Vec<(u32, u64)> {
-    let mut v: Vec<(u32, u64)> = later
-        .drops
-        .iter()
-        .filter(|(k, _)| k.netdev == netdev)
-        .map(|(k, n)| {
+impl DeviceDeltas {
+    fn between(earlier: &RawSample, later: &RawSample) -> Self {
+        let mut napi: HashMap<u64, NapiCounters> = HashMap::new();
+        for (instance, now) in &later.napi {
+            let Some(&netdev) = later.napi_devices.get(instance) else {
+                continue;
+            };
+            let before = earlier.napi.get(instance).copied().unwrap_or_default();
+            let total = napi.entry(netdev).or_default();
+            total.polls += since(now.polls, before.polls);
+            total.work += since(now.work, before.work);
+            total.full_budget += since(now.full_budget, before.full_budget);
+            total.budget += since(now.budget, before.budget);
+        }
+        let mut drops: HashMap<u64, Vec<(u32, u64)>> = HashMap::new();
+        for (k, n) in &later.drops {
             let before = earlier.drops.get(k).copied().unwrap_or(0);
-            (k.reason, since(*n, before))
-        })
-        .filter(|(_, n)| *n > 0)
-        .collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    v
+            let moved = since(*n, before);
+            if moved > 0 {
+                drops.entry(k.netdev).or_default().push((k.reason, moved));
+            }
+        }
+        for v in drops.values_mut() {
+            v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        }
+        Self { napi, drops }
+    }
+
+    fn napi(&self, netdev: u64) -> NapiCounters {
+        self.napi.get(&netdev).copied().unwrap_or_default()
+    }
+
+    fn drops(&self, netdev: u64) -> &[(u32, u64)] {
+        self.drops.get(&netdev).map_or(&[], Vec::as_slice)
+    }
 }
 
 /// NAPI and drops of the given devices over the interval.
@@ -61,12 +77,13 @@ pub fn device_views(
     netdevs: &[u64],
     cov: &Coverage,
 ) -> Vec<DeviceView> {
+    let moved = DeviceDeltas::between(earlier, later);
     netdevs
         .iter()
         .map(|&netdev| {
             let id = later.devices.get(&netdev);
             let napi = cov.napi.then(|| {
-                let n = napi_delta(earlier, later, netdev);
+                let n = moved.napi(netdev);
                 NapiView {
                     polls: n.polls,
                     work: n.work,
@@ -75,9 +92,10 @@ pub fn device_views(
                     full_budget_share: ratio(n.full_budget, n.polls),
                 }
             });
-            let drops: Vec<DropView> = drops_delta(earlier, later, netdev)
-                .into_iter()
-                .map(|(reason, count)| DropView {
+            let drops: Vec<DropView> = moved
+                .drops(netdev)
+                .iter()
+                .map(|&(reason, count)| DropView {
                     reason,
                     reason_name: None,
                     count,
@@ -105,33 +123,35 @@ pub fn timeline_step(
     cov: &Coverage,
 ) -> TimelineStep {
     let zero = RawPool::default();
+    let moved = DeviceDeltas::between(earlier, later);
+    // The pools' figures per device, in one pass over the pools (see DeviceDeltas).
+    let mut per_device: HashMap<u64, (Option<String>, [u64; 5])> = HashMap::new();
+    for (addr, now) in &later.pools {
+        let Some(id) = &now.identity else { continue };
+        let before = earlier.pools.get(addr).unwrap_or(&zero);
+        let d = delta(&now.counters, &before.counters);
+        let (name, sums) = per_device.entry(id.netdev).or_default();
+        if name.is_none() {
+            *name = c_name(&id.ifname);
+        }
+        sums[0] += d.alloc_calls;
+        sums[1] += d.slow_calls + d.mp_alloc_calls;
+        sums[2] += d.put_released + d.bulk_released;
+        sums[3] += d.hold_pages;
+        sums[4] += d.release_pages;
+    }
     let devices = netdevs
         .iter()
         .map(|&netdev| {
-            let mut ifname = later.devices.get(&netdev).and_then(device_name);
-            let (mut allocs, mut slow, mut ring_full, mut pages_in, mut pages_out) =
-                (0, 0, 0, 0, 0);
-            for (addr, now) in &later.pools {
-                let Some(id) = &now.identity else { continue };
-                if id.netdev != netdev {
-                    continue;
-                }
-                if ifname.is_none() {
-                    ifname = c_name(&id.ifname);
-                }
-                let before = earlier.pools.get(addr).unwrap_or(&zero);
-                let d = delta(&now.counters, &before.counters);
-                allocs += d.alloc_calls;
-                slow += d.slow_calls + d.mp_alloc_calls;
-                ring_full += d.put_released + d.bulk_released;
-                pages_in += d.hold_pages;
-                pages_out += d.release_pages;
-            }
-            let n = napi_delta(earlier, later, netdev);
-            let drops = drops_delta(earlier, later, netdev)
-                .iter()
-                .map(|(_, c)| c)
-                .sum();
+            let (pool_name, [allocs, slow, ring_full, pages_in, pages_out]) =
+                per_device.get(&netdev).cloned().unwrap_or_default();
+            let ifname = later
+                .devices
+                .get(&netdev)
+                .and_then(device_name)
+                .or(pool_name);
+            let n = moved.napi(netdev);
+            let drops = moved.drops(netdev).iter().map(|(_, c)| c).sum();
             // The same coverage rules as a pool's figures: unmeasured is unknown, not 0.
             DeviceStep {
                 netdev,

@@ -346,3 +346,72 @@ fn a_timeline_step_says_unknown_where_no_hook_counts() {
     assert_eq!(all.devices[0].allocs, Some(1000));
     assert_eq!(all.devices[0].drops, Some(0), "counted: none");
 }
+
+/// Each device gets the NAPI work and drops of its own instances only, and its pools' pages,
+/// with devices, NAPI instances and drops read in one pass each (not per device).
+#[test]
+fn devices_get_their_own_napi_drops_and_pages() {
+    use ppscope_common::{DropKey, NapiCounters};
+    let t0 = Instant::now();
+    let mut before = RawSample::empty(t0);
+    let mut after = RawSample::empty(t0 + std::time::Duration::from_secs(1));
+    for dev in 1..=3u64 {
+        let mut id = PoolIdentity::EMPTY;
+        id.netdev = dev;
+        let pool = |c: PoolCounters| RawPool {
+            counters: c,
+            identity: Some(id),
+            ..Default::default()
+        };
+        before
+            .pools
+            .insert(100 + dev, pool(PoolCounters::default()));
+        let c = PoolCounters {
+            hold_pages: 10 * dev,
+            ..Default::default()
+        };
+        after.pools.insert(100 + dev, pool(c));
+        // Two NAPI instances per device, each polled `dev` times (and once before).
+        for q in 0..2 {
+            let napi = dev * 1000 + q;
+            before.napi_devices.insert(napi, dev);
+            after.napi_devices.insert(napi, dev);
+            let polled = |polls| NapiCounters {
+                polls,
+                work: polls * 8,
+                ..Default::default()
+            };
+            before.napi.insert(napi, polled(1));
+            after.napi.insert(napi, polled(1 + dev));
+        }
+        let key = |reason| DropKey {
+            netdev: dev,
+            reason,
+            _pad: 0,
+        };
+        after.drops.insert(key(2), dev);
+        after.drops.insert(key(5), 2 * dev);
+    }
+    // An instance whose device is unknown counts nowhere.
+    after.napi.insert(
+        9,
+        NapiCounters {
+            polls: 50,
+            ..Default::default()
+        },
+    );
+    let views = device_views(&before, &after, &[1, 2, 3], &ALL);
+    for (v, dev) in views.iter().zip(1..=3u64) {
+        let napi = v.napi.as_ref().unwrap();
+        assert_eq!((napi.polls, napi.work), (2 * dev, 16 * dev), "device {dev}");
+        let drops: Vec<(u32, u64)> = v.drops.iter().map(|d| (d.reason, d.count)).collect();
+        assert_eq!(drops, [(5, 2 * dev), (2, dev)], "device {dev}: most first");
+        assert_eq!(v.drops_total, Some(3 * dev));
+    }
+    let step = timeline_step(1.0, &before, &after, &[1, 2, 3], &ALL);
+    for (d, dev) in step.devices.iter().zip(1..=3u64) {
+        assert_eq!(d.pages_in, Some(10 * dev), "device {dev}");
+        assert_eq!(d.napi_polls, Some(2 * dev));
+        assert_eq!(d.drops, Some(3 * dev));
+    }
+}

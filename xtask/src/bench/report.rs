@@ -307,9 +307,10 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
         let _ = writeln!(
             s,
             "`ppscope agent --interval 1s` on this host (tracepoint backend) with N veth pairs, \
-             XDP on each receiver (so each has a real page_pool) and one packet through each. \
-             CPU is measured from /proc/PID/stat per 1 s sample once the agent has run 62 s \
-             (its one-minute advice window is full: the steady state; 3 s with --quick); RSS \
+             XDP on each receiver (so each has a real page_pool), each pool receiving a packet \
+             every second from before the measurement to its end. CPU is measured from \
+             /proc/PID/stat per 1 s sample over a minute once the agent has run 62 s (its \
+             one-minute advice window is full: the steady state; 3 s with --quick); RSS \
              is the largest VmRSS seen. Targets at 1,000 pools: ≤ 1% of a core, ≤ 40 MB RSS, cost \
              growing no faster than linearly.\n"
         );

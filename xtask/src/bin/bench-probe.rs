@@ -190,6 +190,20 @@ fn udp(addrs: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// One packet to each address every `every`, until killed: pools that keep receiving, as an
+/// always-on agent sees them on a busy host.
+fn udp_every(every: Duration, addrs: &[String]) -> Result<()> {
+    let sock = UdpSocket::bind("0.0.0.0:0")?;
+    let mut next = Instant::now();
+    loop {
+        for a in addrs {
+            let _ = sock.send_to(b"ppscope-bench", (a.as_str(), 9));
+        }
+        next += every;
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+    }
+}
+
 fn startup(timeout: u64, pattern: &str, cmd: &[String]) -> Result<()> {
     let start = Instant::now();
     let mut child = Command::new(&cmd[0])
@@ -270,12 +284,16 @@ fn main() -> ExitCode {
         },
         ["xdp", object, devs @ ..] if !devs.is_empty() => xdp(object, &args[2..]),
         ["udp", addrs @ ..] if !addrs.is_empty() => udp(&args[1..]),
+        ["udp-every", secs, addrs @ ..] if !addrs.is_empty() => match secs.parse() {
+            Ok(s) => udp_every(Duration::from_secs(s), &args[2..]),
+            Err(_) => Err(anyhow::anyhow!("SECONDS must be a number")),
+        },
         ["startup", timeout, pattern, cmd @ ..] if !cmd.is_empty() => match timeout.parse() {
             Ok(t) => startup(t, pattern, &args[3..]),
             Err(_) => Err(anyhow::anyhow!("TIMEOUT_S must be a number")),
         },
         _ => {
-            eprintln!("usage: bench-probe floor OBJECT fentry|kprobe|tracepoint SECONDS | xdp OBJECT DEV... | udp ADDR... | startup TIMEOUT_S PATTERN CMD ARGS...");
+            eprintln!("usage: bench-probe floor OBJECT fentry|kprobe|tracepoint SECONDS | xdp OBJECT DEV... | udp ADDR... | udp-every SECONDS ADDR... | startup TIMEOUT_S PATTERN CMD ARGS...");
             return ExitCode::from(2);
         }
     };

@@ -60,16 +60,12 @@ pub const BODY_RATIO_TARGET: f64 = 1.25;
 
 /// Why the agent misses its 1,000-pool targets (from `agent/src/source/live.rs` and `agent/src/advice/` as of this suite).
 const AGENT_WHY: &str = "\
-- **Why the agent misses at 1,000 pools, and what would fix it.** Fixed with this suite: the
-  advice window (the last 61 samples) was copied every tick to hand it to the advice (61
-  copies of a 1,000-pool sample per second: most of the CPU, and 36 KB of RSS per pool); it is
-  borrowed now (11.5 KB per pool measured). Still missing: CPU, because every collection
-  reads each map one key at a time (a syscall per key per map, thousands a second at 1,000
-  pools) and recomputes the advice of every pool that moved: `BPF_MAP_LOOKUP_BATCH` (one call
-  per map) and advising every few ticks would cut both. Memory: the window keeps every
-  pool's full counters (~1.2 KB per sample, four 32-bucket histograms included) where the
-  burst profile needs only the hot counters; and the ~50 MB base at one pool (start-up parses
-  vmlinux BTF and kallsyms) has not been profiled yet.
+- **Why the agent misses at 1,000 pools, and what would fix it.** Already done: maps are read
+  in batches (`agent/src/probes/batch.rs`), advice is computed every 5 s of window
+  (`advice/window.rs`), device figures are one pass over each map (`model/devices.rs`), and
+  start-up memory is given back (`probes/mod.rs`). What remains per collection: copying each
+  pool's counters (four 32-bucket histograms) into the sample and the two snapshots (interval
+  and since start); `perf record -p <agent>` during this benchmark shows which part grew.
 ";
 
 /// Why the body misses its target, and what would fix it (from reading the programs and the

@@ -44,7 +44,8 @@ struct ProbeArgs {
     #[arg(long)]
     strict: bool,
     /// Pools tracked at once (the kernel maps' size; past it the least recently seen pool
-    /// is evicted and counted). Each pool costs about 100 bytes per CPU.
+    /// is evicted and counted). Each pool costs about 150 bytes of kernel memory per CPU plus
+    /// 1.5 KB.
     #[arg(long, default_value_t = ppscope_common::MAX_POOLS,
           value_parser = clap::value_parser!(u32).range(2..=1_048_576))]
     map_capacity: u32,

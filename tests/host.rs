@@ -348,32 +348,24 @@ fn a_recording_replays_into_the_same_report() {
         no_split,
         "{rest}"
     );
-    let pool_of = |r: &Value| {
-        r["pools"]
+    // The lab's receiving device in one of a report's lists ("pools" or "devices").
+    let of_rx = |r: &Value, list: &str| {
+        r[list]
             .as_array()
             .unwrap()
             .iter()
             .find(|p| p["ifname"] == lab.dev_rx.as_str())
-            .unwrap_or_else(|| panic!("no {} in {r:#}", lab.dev_rx))
+            .unwrap_or_else(|| panic!("no {} in {list} of {r:#}", lab.dev_rx))
             .clone()
     };
-    let device_of = |r: &Value| {
-        r["devices"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|d| d["ifname"] == lab.dev_rx.as_str())
-            .unwrap_or_else(|| panic!("no device {} in {r:#}", lab.dev_rx))
-            .clone()
-    };
-    let (replayed, measured) = (pool_of(&report), pool_of(&live));
+    let (replayed, measured) = (of_rx(&report, "pools"), of_rx(&live, "pools"));
     assert_eq!(report["backends"]["page_hold"]["backend"], "tracepoint");
     assert!(
         report["duration_seconds"].as_f64().unwrap() > 4.0,
         "{report:#}"
     );
     // The replay says what the live report of the same window said, within 2%.
-    let (rd, ld) = (device_of(&report), device_of(&live));
+    let (rd, ld) = (of_rx(&report, "devices"), of_rx(&live, "devices"));
     // (A healthy pool may release no page in the window; the others must have moved.)
     for (what, r, l, may_be_0) in [
         (

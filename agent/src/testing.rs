@@ -79,13 +79,18 @@ pub fn write_recording(
     }
 }
 
+/// `schema/NAME` of this workspace: the JSON Schemas the README documents.
+pub fn schema_file(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../schema")
+        .join(name)
+}
+
 /// Every error of `value` against the JSON Schema `schema/NAME` of this workspace (the
 /// layout the README documents), as "path: message" lines: empty when the output keeps it.
 #[cfg(any(test, feature = "schema-check"))]
 pub fn schema_errors(name: &str, value: &serde_json::Value) -> Vec<String> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../schema")
-        .join(name);
+    let path = schema_file(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
     let schema: serde_json::Value = serde_json::from_str(&text).unwrap();
     let validator = jsonschema::validator_for(&schema).expect("a valid JSON Schema");

@@ -33,19 +33,11 @@ pub fn schema() -> Schema {
     schemars::schema_for!(DiagnoseJson<'static>)
 }
 
-/// Where `schema/` is: the workspace root, one above this crate.
-#[cfg(test)]
-pub(crate) fn schema_file(name: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../schema")
-        .join(name)
-}
-
 /// `schema/NAME` holds `schema`: fails with the difference unless `UPDATE_SCHEMA=1`, which
 /// writes it (a layout change is then a reviewed diff of the file).
 #[cfg(test)]
 pub(crate) fn assert_schema_file(name: &str, schema: &Schema) {
-    let path = schema_file(name);
+    let path = crate::testing::schema_file(name);
     let want = serde_json::to_string_pretty(schema).unwrap() + "\n";
     if std::env::var_os("UPDATE_SCHEMA").is_some() {
         std::fs::write(&path, &want).unwrap();

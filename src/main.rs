@@ -16,6 +16,7 @@ use ppscope::{
     host::signals::Interrupt,
     probes::{lab, BackendChoice, ProbeOptions, Probes},
     recording, report,
+    snapshot::Detail,
     source::{self, live},
 };
 
@@ -49,20 +50,28 @@ struct ProbeArgs {
     #[arg(long, default_value_t = ppscope_common::MAX_POOLS,
           value_parser = clap::value_parser!(u32).range(2..=1_048_576))]
     map_capacity: u32,
+    /// light: no program on the per-page allocation or recycle path (the split comes from
+    /// the kernel's page_pool stats where it keeps them; ring hit rate, slow path, returned
+    /// pages and the advice from per-refill events). full: every page counted, exact split on
+    /// any kernel. Default: light for agent and top, full for diagnose, record and doctor.
+    #[arg(long, value_enum)]
+    detail: Option<Detail>,
 }
 
 impl ProbeArgs {
-    fn options(&self) -> ProbeOptions {
+    /// The probes' options, at `--detail` or else the command's own default level.
+    fn options(&self, default_detail: Detail) -> ProbeOptions {
         ProbeOptions {
             backend: self.backend,
             only_ifindex: 0,
             strict: self.strict,
             map_capacity: self.map_capacity,
+            detail: self.detail.unwrap_or(default_detail),
         }
     }
 
-    fn start(&self) -> Result<Probes> {
-        Probes::start(&self.options())
+    fn start(&self, default_detail: Detail) -> Result<Probes> {
+        Probes::start(&self.options(default_detail))
     }
 }
 
@@ -82,7 +91,7 @@ struct DiagnoseArgs {
     dev: Option<String>,
     /// Read a recording (`ppscope record`) instead of the live kernel (its window is the
     /// recording's: no --duration, and no probes to choose).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["duration", "backend", "strict"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["duration", "backend", "strict", "detail"])]
     replay: Option<PathBuf>,
     #[command(flatten)]
     probe: ProbeArgs,
@@ -115,15 +124,15 @@ struct TopArgs {
     #[arg(long)]
     dev: Option<String>,
     /// Play a recording (`ppscope record`) instead of the live kernel.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["sim", "connect", "backend", "strict"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["sim", "connect", "backend", "strict", "detail"])]
     replay: Option<PathBuf>,
     /// Play a built-in scenario instead of the live kernel (`all`: one pool per scenario).
-    #[arg(long, value_name = "SCENARIO", conflicts_with_all = ["connect", "backend", "strict"],
+    #[arg(long, value_name = "SCENARIO", conflicts_with_all = ["connect", "backend", "strict", "detail"],
           value_parser = scenario_or_all())]
     sim: Option<String>,
     /// Show a remote `ppscope agent` (http://HOST:PORT) instead of this kernel.
     #[arg(long, value_name = "URL", value_parser = parse_agent_url,
-          conflicts_with_all = ["backend", "strict"])]
+          conflicts_with_all = ["backend", "strict", "detail"])]
     connect: Option<String>,
     /// Print one frame, one interval from now, as text and exit (scripts, tests, no terminal).
     #[arg(long)]
@@ -232,9 +241,10 @@ fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
         ),
         None => {
             check_device(opts.dev.as_deref())?;
-            let mut probes = opts.probe.start()?;
+            let mut probes = opts.probe.start(Detail::Full)?;
             let hooks = &probes.facts.hooks;
             let (attached, all) = (hooks.iter().filter(|h| h.attached()).count(), hooks.len());
+            let detail = probes.facts.detail.name();
             // The signal handler and the baseline come before the message that tells a
             // script the window has started: nothing it does after that can be missed.
             let interrupt = Interrupt::new()?;
@@ -249,7 +259,7 @@ fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
                 |d| interrupt.wait(d),
                 || {
                     eprintln!(
-                        "ppscope: watching page_pools for {} ({attached}/{all} hooks attached)",
+                        "ppscope: watching page_pools for {} (--detail {detail}, {attached}/{all} hooks attached)",
                         humantime::format_duration(opts.duration),
                     )
                 },
@@ -278,7 +288,7 @@ fn top(opts: &TopArgs) -> Result<()> {
         (_, _, Some(url)) => Box::new(ConnectSource::new(url)?),
         _ => {
             check_device(opts.dev.as_deref())?;
-            Box::new(LiveSource::new(opts.probe.start()?)?)
+            Box::new(LiveSource::new(opts.probe.start(Detail::Light)?)?)
         }
     };
     let source: Box<dyn Source> = match &opts.dev {
@@ -331,14 +341,14 @@ fn agent_cmd(opts: &AgentArgs) -> Result<()> {
     };
     agent::run(
         &options,
-        || opts.probe.start(),
+        || opts.probe.start(Detail::Light),
         |d| interrupt.wait(d),
         |line| eprintln!("ppscope: {line}"),
     )
 }
 
 fn record_cmd(opts: &RecordArgs) -> Result<()> {
-    let mut probes = opts.probe.start()?;
+    let mut probes = opts.probe.start(Detail::Full)?;
     let header = recording::Header::new(&probes.facts, opts.interval);
     let mut writer = recording::Writer::create(&opts.output, &header)?;
     let cannot_simulate = probes.facts.advice_unavailable();
@@ -380,7 +390,7 @@ fn print_out(text: &str) -> Result<()> {
 /// The report even when ppscope could not run here (that is when it is needed), then the
 /// reason in one sentence and exit 1.
 fn doctor(json: bool, probe: &ProbeArgs) -> Result<()> {
-    let probes = Probes::attach(&probe.options())?;
+    let probes = Probes::attach(&probe.options(Detail::Full))?;
     let netlink = ppscope::host::netlink::NetlinkSample::read();
     let out = if json {
         let report = report::doctor::json(&probes.facts, &probes.fields, &netlink);

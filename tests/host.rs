@@ -185,6 +185,33 @@ fn doctor_explains_this_kernel() {
     let hooks = v["hooks"].as_array().unwrap();
     let hook = |name: &str| hooks.iter().find(|h| h["hook"] == name).unwrap().clone();
     assert_eq!(hook("page_hold")["backend"], "tracepoint");
+    // Which figure comes from where, at each detail level (doctor runs full by default).
+    assert_eq!(v["detail"], "full", "{v:#}");
+    let figures = v["figures"].as_array().unwrap();
+    let figure = |name: &str| figures.iter().find(|f| f["figure"] == name).unwrap().clone();
+    let recycle = figure("recycle split");
+    assert!(
+        recycle["light"].as_str().unwrap().contains("page_release"),
+        "{recycle}"
+    );
+    assert!(text.contains("figures by detail level (this run: full;"), "{text}");
+    // At --detail light the per-page hooks are left off, a choice and not a failure: named
+    // so, and --strict does not count them as missing.
+    let light = run(PPSCOPE, &["doctor", "--json", "--detail", "light"]);
+    let lv: Value = serde_json::from_slice(&light.stdout).unwrap();
+    assert_eq!(lv["detail"], "light");
+    let alloc = lv["hooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["hook"] == "alloc")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        alloc["reasons"][0],
+        ppscope::snapshot::LEFT_OFF_LIGHT,
+        "{alloc:#}"
+    );
     let alloc = hook("alloc");
     if alloc["backend"].is_null() {
         // Nothing attached: the user is told why, for fentry and for kprobes in turn.
@@ -758,6 +785,11 @@ fn top_once_shows_a_live_veth_pool_with_its_figures() {
     assert!(
         frame.contains("tracepoint"),
         "footer names the backend:\n{frame}"
+    );
+    // top's default level: no per-page hook, and the frame says so.
+    assert!(
+        frame.contains("detail light"),
+        "footer names the detail level:\n{frame}"
     );
 
     // Not a terminal and no --once: one sentence, not a garbled screen.

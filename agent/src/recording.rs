@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     host::system,
     model::{Coverage, ProgramRuntime, RawPool, RawSample, SourceFacts},
-    snapshot::HookStatus,
+    snapshot::{Detail, HookStatus},
 };
 
 pub const MAGIC: &[u8; 8] = b"PPSCOPE\x01";
@@ -52,6 +52,9 @@ pub struct Header {
     /// those are read with this host's page size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_size: Option<u64>,
+    /// `--detail` of the recording (files from before the choice are `full`).
+    #[serde(default)]
+    pub detail: Detail,
 }
 
 impl Header {
@@ -68,6 +71,7 @@ impl Header {
             hooks: facts.hooks.clone(),
             drop_reasons: facts.drop_reasons.clone(),
             page_size: Some(facts.page_size),
+            detail: facts.detail,
         }
     }
 
@@ -79,6 +83,7 @@ impl Header {
             coverage: self.coverage,
             hooks: self.hooks.clone(),
             drop_reasons: self.drop_reasons.clone(),
+            detail: self.detail,
         }
     }
 }
@@ -306,6 +311,7 @@ mod tests {
             hooks: Vec::new(),
             drop_reasons: HashMap::from([(2, "NOT_SPECIFIED".into())]),
             page_size: Some(4096),
+            detail: Detail::Light,
         }
     }
 

@@ -72,6 +72,7 @@ pub fn write_recording(
         hooks: Vec::new(),
         drop_reasons: HashMap::new(),
         page_size: Some(4096),
+        detail: Default::default(),
     };
     let mut w = recording::Writer::create(path, &header).unwrap();
     for s in samples {

@@ -761,26 +761,31 @@ fn system(f: &mut Frame, app: &App, area: Rect) {
 
 /// Hooks per backend: what serves the numbers on screen.
 fn backends(s: &Snapshot) -> String {
-    let (mut fentry, mut kprobe, mut tp, mut none, mut absent) = (0, 0, 0, 0, 0);
+    let (mut fentry, mut kprobe, mut tp, mut none, mut absent, mut off) = (0, 0, 0, 0, 0, 0);
     for h in s.backends.values() {
         match h.backend {
             Some(Backend::Fentry) => fentry += 1,
             Some(Backend::Kprobe) => kprobe += 1,
             Some(Backend::Tracepoint) => tp += 1,
             None if h.module_absent() => absent += 1,
+            None if h.left_off() => off += 1,
             None => none += 1,
         }
     }
-    if fentry + kprobe + tp + none + absent == 0 {
+    if fentry + kprobe + tp + none + absent + off == 0 {
         return "hooks: none (not a live source)".into();
     }
-    let mut out = String::from("hooks:");
+    let mut out = match s.detail {
+        Some(d) => format!("detail {} · hooks:", d.name()),
+        None => String::from("hooks:"),
+    };
     for (n, name) in [
         (fentry, "fentry"),
         (kprobe, "kprobe"),
         (tp, "tracepoint"),
         (none, "missing"),
         (absent, "module absent"),
+        (off, "per-page off"),
     ] {
         if n > 0 {
             out += &format!(" {name} {n}");

@@ -139,6 +139,42 @@ fn a_destroyed_pool_says_so_in_its_detail() {
     );
 }
 
+/// A light source: the footer names the level and counts the per-page hooks it left off apart
+/// from missing ones.
+#[test]
+fn a_light_source_says_its_detail_and_what_it_left_off() {
+    use ppscope::snapshot::{Backend, Detail, Group, HookStatus, LEFT_OFF_LIGHT};
+    let mut p = pool(0xffff_8880_0000_1000, "eth0", 0, 900_000, 40, 0);
+    p.alloc.cache = None;
+    p.alloc.total = None;
+    p.fast_path_rate = None;
+    let mut s = Snapshot::with_pools("6.12.0-test", 1.0, vec![p]);
+    s.detail = Some(Detail::Light);
+    for (name, backend, reason) in [
+        ("alloc", None, LEFT_OFF_LIGHT),
+        ("recycle", None, LEFT_OFF_LIGHT),
+        ("refill", Some(Backend::Fentry), ""),
+        ("devmem_dontneed", None, "kprobe: no kprobes"),
+    ] {
+        s.backends.insert(
+            name.into(),
+            HookStatus {
+                hook: name.into(),
+                group: Group::PagePool,
+                backend,
+                targets: vec![],
+                reasons: vec![reason.into()],
+                loses: "".into(),
+            },
+        );
+    }
+    let text = frame(&app_with([s]), 160, 30);
+    assert!(
+        text.contains("detail light · hooks: fentry 1 missing 1 per-page off 2"),
+        "{text}"
+    );
+}
+
 #[test]
 fn waiting_for_data() {
     insta::assert_snapshot!(frame(&app_with([]), 80, 24));

@@ -196,10 +196,115 @@ fn assert_backends_agree(a: (&str, &Value), b: (&str, &Value), ifname: &str) {
     }
 }
 
+/// `--detail light` beside full runs of the same traffic: no per-page hook attached; what it
+/// shows agrees within 2% with the full (fentry) run and, where `kernel` (veth1's `rx_pp_*`)
+/// is given, with the kernel's own counters; what it cannot know is unknown, not 0.
+fn assert_light_agrees(diags: &HashMap<String, Value>, kernel: Option<&HashMap<String, u64>>) {
+    let light = &diags["light"];
+    let full = &diags["fentry"];
+    assert_eq!(light["detail"], "light", "{:#}", light["backends"]);
+    assert_eq!(full["detail"], "full");
+    for hook in ["alloc", "alloc_frag", "recycle", "recycle_bulk"] {
+        let h = &light["backends"][hook];
+        assert!(h["backend"].is_null(), "{hook} attached under light: {h:#}");
+        assert!(
+            h["reasons"][0].as_str().unwrap().contains("--detail light"),
+            "{h:#}"
+        );
+    }
+    for hook in ["refill", "slow_path", "page_hold", "page_release"] {
+        let h = &light["backends"][hook];
+        assert!(!h["backend"].is_null(), "light keeps {hook}: {h:#}");
+    }
+    let (lv, fv) = (pools_named(light, "veth1"), pools_named(full, "veth1"));
+    assert!(!lv.is_empty(), "light: no veth1 pool: {light:#}");
+    // Refills, slow paths and empty rings are per-refill events: light sees them exactly.
+    let flow = sum(&fv, &["recycle", "total"]).max(sum(&fv, &["alloc", "total"]));
+    for path in [
+        ["alloc", "ring"],
+        ["alloc", "slow"],
+        ["alloc", "ring_empty"],
+    ] {
+        assert_close(
+            &format!("veth1 {path:?}: light vs fentry"),
+            sum(&lv, &path),
+            sum(&fv, &path),
+            flow,
+        );
+    }
+    assert!(
+        lv.iter().all(|p| !p["ring_hit_rate"].is_null()),
+        "light knows the ring hit rate: {lv:#?}"
+    );
+    // veth's pools are not listed by netlink: no kernel stats for them, so the cache share
+    // stays unknown under light (no alloc hook), never a made-up 0.
+    assert!(
+        lv.iter()
+            .all(|p| p["alloc"]["cache"].is_null() && p["kernel"].is_null()),
+        "{lv:#?}"
+    );
+    if let Some(k) = kernel {
+        let kernel_allocs = k["rx_pp_alloc_fast"]
+            + k["rx_pp_alloc_refill"]
+            + k["rx_pp_alloc_slow"]
+            + k["rx_pp_alloc_slow_ho"];
+        let kernel_recycles = k["rx_pp_recycle_cached"]
+            + k["rx_pp_recycle_ring"]
+            + k["rx_pp_recycle_ring_full"]
+            + k["rx_pp_recycle_released_ref"];
+        for (what, path, kernel, flow) in [
+            (
+                "alloc ring",
+                ["alloc", "ring"],
+                k["rx_pp_alloc_refill"],
+                kernel_allocs,
+            ),
+            (
+                "alloc slow",
+                ["alloc", "slow"],
+                k["rx_pp_alloc_slow"] + k["rx_pp_alloc_slow_ho"],
+                kernel_allocs,
+            ),
+            (
+                "alloc ring_empty",
+                ["alloc", "ring_empty"],
+                k["rx_pp_alloc_empty"],
+                kernel_allocs,
+            ),
+            (
+                "recycle ring_full (pages that left the pool)",
+                ["recycle", "ring_full"],
+                k["rx_pp_recycle_ring_full"] + k["rx_pp_recycle_released_ref"],
+                kernel_recycles,
+            ),
+        ] {
+            assert_close(&format!("light {what}"), sum(&lv, &path), kernel, flow);
+        }
+        // vnet1 is listed by netlink (sid keeps page_pool stats): light takes the whole split
+        // from the kernel, and it agrees with what fentry counted page by page.
+        let (l, f) = (pools_named(light, "vnet1"), pools_named(full, "vnet1"));
+        assert!(l.iter().all(|p| p["alloc_source"] == "kernel"), "{l:#?}");
+        let flow = sum(&f, &["alloc", "total"]);
+        for path in [["alloc", "total"], ["alloc", "cache"], ["recycle", "total"]] {
+            assert_close(
+                &format!("vnet1 {path:?}: light (kernel stats) vs fentry"),
+                sum(&l, &path),
+                sum(&f, &path),
+                flow,
+            );
+        }
+    }
+    let errors = schema_errors("diagnose.schema.json", light);
+    assert!(errors.is_empty(), "light off the schema: {errors:#?}");
+}
+
 #[test]
 #[ignore = "boots the VM lab: run through `cargo xtask test`"]
 fn vm_sid_fentry_and_kprobe_match_each_other_and_the_kernel() {
-    let (diags, k, output) = lab_run(KernelChoice::Sid, &["fentry", "kprobe", "tracepoint"]);
+    let (diags, k, output) = lab_run(
+        KernelChoice::Sid,
+        &["fentry", "kprobe", "tracepoint", "light"],
+    );
     eprintln!("veth1 kernel stats: {k:?}");
     for backend in ["fentry", "kprobe"] {
         let diag = &diags[backend];
@@ -321,6 +426,8 @@ fn vm_sid_fentry_and_kprobe_match_each_other_and_the_kernel() {
         assert!(errors.is_empty(), "{backend} off the schema: {errors:#?}");
     }
 
+    assert_light_agrees(&diags, Some(&k));
+
     // Tracepoints alone: the split comes from the kernel's own stats, and its exact parts
     // (refills from the ring, slow-path calls) equal what fentry measured.
     let tp = pools_named(&diags["tracepoint"], "vnet1");
@@ -341,7 +448,7 @@ fn vm_sid_fentry_and_kprobe_match_each_other_and_the_kernel() {
 #[test]
 #[ignore = "boots the VM lab: run through `cargo xtask test`"]
 fn vm_trixie_612_older_symbols_fentry_and_kprobe_agree() {
-    let (diags, k, _output) = lab_run(KernelChoice::Trixie, &["fentry", "kprobe"]);
+    let (diags, k, _output) = lab_run(KernelChoice::Trixie, &["fentry", "kprobe", "light"]);
     // 6.12 has no CONFIG_PAGE_POOL_STATS: check against the packets XDP saw instead.
     assert!(
         !k.contains_key("rx_pp_alloc_fast"),
@@ -349,7 +456,10 @@ fn vm_trixie_612_older_symbols_fentry_and_kprobe_agree() {
     );
     let packets = k["rx_queue_0_xdp_packets"];
     assert!(packets > 1000, "too little veth traffic: {k:?}");
-    for (backend, diag) in &diags {
+    // No kernel stats here: light knows the per-refill figures, the rest is unknown.
+    assert_light_agrees(&diags, None);
+    for backend in ["fentry", "kprobe"] {
+        let diag = &diags[backend];
         assert_eq!(
             diag["backends"]["slow_path"]["targets"][0],
             "__page_pool_alloc_pages_slow"
@@ -673,6 +783,10 @@ fn vm_agent_exports_the_full_histogram_set_and_agrees_with_diagnose() {
         vec![9.0]
     );
     assert!(metrics.contains("ppscope_hook_attached{hook=\"alloc\",backend=\"fentry\"} 1"));
+    assert!(
+        metrics.contains("ppscope_detail{level=\"full\"} 1"),
+        "{metrics}"
+    );
 
     // The veth pool's counts: the agent (since its start) and diagnose (its window) both
     // cover the pool's whole life.
@@ -714,6 +828,11 @@ fn vm_top_shows_the_virtio_pool_live_and_through_an_agent() {
         assert!(
             frame.contains(source),
             "the {name} frame names its source ({source}):\n{frame}"
+        );
+        // top and the agent run light by default: no per-page hook, and the frame says so.
+        assert!(
+            frame.contains("detail light"),
+            "the {name} frame names its detail level:\n{frame}"
         );
         // The table's row (under the column titles; the advice line above the table names
         // the pool too) carries measured figures, read under their own titles: allocations

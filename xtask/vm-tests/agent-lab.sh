@@ -1,7 +1,8 @@
 #!/bin/sh
 # VM lab script: `ppscope agent` and a live `ppscope diagnose` side by side while iperf3 runs
 # over a veth pair with XDP on the receiver; the pool is born after both attached, so both
-# see its whole life. Then the agent's /metrics (busybox wget) and the diagnose JSON.
+# see its whole life. Then the agent's /metrics (busybox wget) and the diagnose JSON. The
+# agent runs at --detail full (its default is light) to be compared page for page.
 #
 # Usage: agent-lab.sh BACKEND SECONDS
 set -eu
@@ -13,7 +14,7 @@ ip link set lo up
 iperf3_servers ppd
 ppscope diagnose --duration 10m --json --backend "$BACKEND" --dev veth1 >/tmp/diag.json 2>/tmp/diag.err &
 DIAG=$!
-start_agent --interval 1s --backend "$BACKEND"
+start_agent --interval 1s --backend "$BACKEND" --detail full
 wait_for /tmp/diag.err "watching page_pools"
 
 start_xdp

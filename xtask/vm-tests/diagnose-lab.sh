@@ -5,7 +5,8 @@
 # read while XDP is still attached and traffic has stopped (detaching XDP destroys veth's
 # pools and their stats).
 #
-# Usage: diagnose-lab.sh SECONDS BACKEND...   (BACKEND: auto, fentry, kprobe, tracepoint)
+# Usage: diagnose-lab.sh SECONDS RUN...   (RUN: a backend, auto, fentry, kprobe or tracepoint;
+#                                          or light: --detail light on the auto backends)
 # Prints sections between @@name lines for the host-side test to read.
 set -eu
 . /lab/lib.sh
@@ -16,7 +17,12 @@ iperf3_servers ppb ppd
 
 PIDS=""
 for b in "$@"; do
-    ppscope diagnose --duration 10m --json --backend "$b" >"/tmp/diag-$b.json" 2>"/tmp/diag-$b.err" &
+    case "$b" in
+    light) how="--detail light" ;;
+    *) how="--backend $b" ;;
+    esac
+    # shellcheck disable=SC2086 # $how is two words on purpose
+    ppscope diagnose --duration 10m --json $how >"/tmp/diag-$b.json" 2>"/tmp/diag-$b.err" &
     PIDS="$PIDS $!"
 done
 for b in "$@"; do

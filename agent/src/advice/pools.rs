@@ -15,7 +15,7 @@ use super::{
 };
 use crate::{
     model::{c_name, Coverage},
-    snapshot::Advice,
+    snapshot::{Advice, ProfileBasis},
 };
 
 /// QEMU's largest virtio-net `rx_queue_size`: the most a virtio-net pool can be given there.
@@ -63,10 +63,10 @@ fn measured(p: &PoolProfile, ring_size: u32, cov: &Coverage) -> Measured {
     let m = &p.measured;
     Measured {
         ring_size,
-        allocs: m.alloc_calls,
+        allocs: m.taken(p.basis),
         slow_calls: m.slow_calls + m.mp_alloc_calls,
         pages_from_slow: cov.hold.then_some(m.hold_pages),
-        ring_full: m.put_released + m.bulk_released,
+        ring_full: m.ring_full(p.basis),
     }
 }
 
@@ -88,11 +88,11 @@ pub fn advise_window<S: ProfileSample>(
     page_size: u64,
     target: f64,
 ) -> HashMap<u64, Advice> {
-    // Without allocation and recycle probes there is no profile to replay.
-    if !(cov.alloc && cov.recycle) {
+    // Without the hooks a profile is made of there is nothing to replay.
+    let Some(basis) = cov.profile_basis() else {
         return HashMap::new();
-    }
-    let profiles = profiles(samples);
+    };
+    let profiles = profiles(samples, basis);
     let mut per_device: HashMap<u64, u32> = HashMap::new();
     for p in &profiles {
         if let Some(id) = &p.identity {
@@ -117,6 +117,11 @@ pub fn advise_window<S: ProfileSample>(
                     ctx.ring_size
                 ));
                 a.resize_suspect = Some(size);
+            }
+            if basis == ProfileBasis::Refills {
+                a.evidence.push(
+                    "profile from ring refills, slow-path pages and returned pages (--detail light): exact at the ring, placed in time to within one refill (64 pages); --detail full replays every page".into(),
+                );
             }
             Some((p.pool, a))
         })
@@ -155,6 +160,7 @@ mod tests {
         PoolProfile {
             pool: 1,
             identity: None,
+            basis: ProfileBasis::Pages,
             profile,
             measured: Default::default(),
         }
@@ -173,5 +179,112 @@ mod tests {
         let at_256 = sim::simulate_steady(&p.profile, &SimParams::for_ring(256, false));
         let m = Measured::from_outcome(256, &at_256);
         assert_eq!(resized_without_rebuild(&p, &ctx, &m), None);
+    }
+
+    /// A pool with a 256-entry ring under bursts (100 pages taken a step for 15 steps, then
+    /// 1,500 back at once), counted the way each detail level's hooks count it: `full` sees
+    /// every allocation and recycle, `light` sees refills, pages from the allocator, pages
+    /// that found the ring full and the ring's fill. The books of a ring of 256 are kept by
+    /// hand (no alloc cache: every page taken goes through the ring or the allocator).
+    fn two_levels(steps: usize) -> (Vec<crate::model::RawSample>, Vec<crate::model::RawSample>) {
+        use crate::model::{RawPool, RawSample};
+        use ppscope_common::{PoolCounters, PoolState};
+        use std::time::{Duration, Instant};
+        const RING: u64 = 256;
+        let t0 = Instant::now();
+        let mut id = PoolIdentity::EMPTY;
+        id.ring_size = RING as u32;
+        id.netdev = 0x1000;
+        id.known = PoolIdentity::KNOWN_RING_SIZE;
+        let (mut full, mut light) = (PoolCounters::default(), PoolCounters::default());
+        let mut fill = 0u64;
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for i in 0..steps {
+            if i > 0 && i % 16 == 0 {
+                let into = 1500u64.min(RING - fill);
+                fill += into;
+                full.put_calls += 1500;
+                full.put_released += 1500 - into;
+                light.release_pages += 1500 - into;
+            } else if i > 0 {
+                let from_ring = 100u64.min(fill);
+                fill -= from_ring;
+                let slow = 100 - from_ring;
+                for c in [&mut full, &mut light] {
+                    c.hold_pages += slow;
+                    c.slow_calls += slow.div_ceil(64);
+                    c.refill_pages += from_ring;
+                    c.refill_calls += from_ring.div_ceil(64);
+                }
+                full.alloc_calls += 100;
+            }
+            let at = t0 + Duration::from_millis(10 * i as u64);
+            let state = PoolState {
+                ring_fill: fill as u32,
+                known: 1,
+                ..Default::default()
+            };
+            for (counters, out) in [(full, &mut a), (light, &mut b)] {
+                let mut s = RawSample::empty(at);
+                s.pools.insert(
+                    7,
+                    RawPool {
+                        counters,
+                        identity: Some(id),
+                        state: Some(state),
+                        ..Default::default()
+                    },
+                );
+                out.push(s);
+            }
+        }
+        (a, b)
+    }
+
+    #[test]
+    fn light_and_full_counts_of_the_same_traffic_give_the_same_advice() {
+        let (full, light) = two_levels(161);
+        let cov_full = Coverage {
+            alloc: true,
+            recycle: true,
+            refill: true,
+            slow: true,
+            hold: true,
+            release: true,
+            ..Default::default()
+        };
+        let cov_light = Coverage {
+            alloc: false,
+            recycle: false,
+            ..cov_full
+        };
+        assert_eq!(cov_light.profile_basis(), Some(ProfileBasis::Refills));
+
+        // The light profile rebuilds the ring's inflow from its books: exactly what was freed.
+        let p_light = profiles(&light, ProfileBasis::Refills);
+        let p_full = profiles(&full, ProfileBasis::Pages);
+        assert_eq!(p_light[0].profile.steps, p_full[0].profile.steps);
+        assert_eq!(p_light[0].profile.steps[15].ring_frees, 1500);
+
+        let a = advise_window(&full, &cov_full, 4096, DEFAULT_TARGET);
+        let b = advise_window(&light, &cov_light, 4096, DEFAULT_TARGET);
+        let (a, b) = (&a[&7], &b[&7]);
+        assert_eq!(a.current_size, 256);
+        assert!(a.recommended_size > 256, "bursts of 1,500: {a:#?}");
+        assert_eq!(
+            (a.verdict, a.recommended_size),
+            (b.verdict, b.recommended_size)
+        );
+        assert!(
+            b.evidence.iter().any(|e| e.contains("--detail light")),
+            "{:?}",
+            b.evidence
+        );
+        // Neither level's hooks: no profile, no advice.
+        let none = Coverage {
+            refill: false,
+            ..cov_light
+        };
+        assert!(advise_window(&light, &none, 4096, DEFAULT_TARGET).is_empty());
     }
 }

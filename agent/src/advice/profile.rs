@@ -1,18 +1,32 @@
 //! Burst profiles from samples: what a pool's allocations and recycles did, step by step.
 //!
 //! A recording's samples (every 10 ms by default) hold cumulative counters; the difference
-//! between consecutive samples is one [`Step`]: allocations, recycles that went to (or missed)
-//! the ring, and direct recycles into the alloc cache. That is what the simulator replays
-//! against other ring sizes. Direct recycles that found the cache full counted as ring frees
-//! in the kernel and count so here (the cache size does not change with the ring).
+//! between consecutive samples is one [`Step`]: pages taken, pages offered to the ring, and
+//! direct recycles into the alloc cache. That is what the simulator replays against other ring
+//! sizes. Two bases ([`ProfileBasis`]), by the hooks that fed the counters:
+//!
+//! - **pages** (`--detail full`): every allocation call, and every recycle, direct or not.
+//!   Direct recycles that found the cache full counted as ring frees in the kernel and count
+//!   so here (the cache size does not change with the ring).
+//! - **refills** (`--detail light`): the pages a refill moved from the ring into the alloc
+//!   cache, pages from the page allocator (`page_pool_state_hold`), pages that left the pool
+//!   (`page_pool_state_release`: the ring was full) and the ring's fill at those events. The
+//!   pages offered to the ring in a step follow from the ring's books: fill after − fill
+//!   before + pages the refills took out, plus the pages that found it full. Demand is what
+//!   entered the cache from the ring or the allocator. Direct recycles and the allocations
+//!   they serve never touch the ring and are in neither side. Exact at the ring, placed in
+//!   time to within one refill (the fill is read at refills, slow paths and returns).
 use std::time::Instant;
 
 use ppscope_common::{PoolCounters, PoolIdentity};
 
 use super::simulator::{Profile, Step};
-use crate::model::{since, RawSample};
+use crate::{
+    model::{since, RawPool, RawSample},
+    snapshot::ProfileBasis,
+};
 
-/// Calls `$m!(field, ...)` with every field of [`ProfileCounters`].
+/// Calls `$m!(field, ...)` with every counter field of [`ProfileCounters`].
 macro_rules! profile_fields {
     ($m:ident) => {
         $m!(
@@ -25,7 +39,9 @@ macro_rules! profile_fields {
             mp_alloc_calls,
             hold_pages,
             put_released,
-            bulk_released
+            bulk_released,
+            refill_pages,
+            release_pages
         )
     };
 }
@@ -44,26 +60,68 @@ pub struct ProfileCounters {
     pub hold_pages: u64,
     pub put_released: u64,
     pub bulk_released: u64,
+    pub refill_pages: u64,
+    pub release_pages: u64,
+    /// The ring's fill at the pool's last rare event (a gauge, not a count), when read.
+    pub ring_fill: Option<u32>,
 }
 
 impl From<&PoolCounters> for ProfileCounters {
     fn from(c: &PoolCounters) -> Self {
         macro_rules! copy {
-            ($($f:ident),*) => { Self { $( $f: c.$f, )* } };
+            ($($f:ident),*) => { Self { $( $f: c.$f, )* ring_fill: None } };
         }
         profile_fields!(copy)
     }
 }
 
+impl From<&RawPool> for ProfileCounters {
+    fn from(p: &RawPool) -> Self {
+        Self {
+            ring_fill: p
+                .state
+                .filter(|st| st.known & 1 != 0)
+                .map(|st| st.ring_fill),
+            ..(&p.counters).into()
+        }
+    }
+}
+
 impl ProfileCounters {
-    /// `self - earlier`, field by field, by the one rule ([`crate::model::since`]).
+    /// `self - earlier`, field by field, by the one rule ([`crate::model::since`]); the ring
+    /// fill is the later one's.
     pub fn since(&self, earlier: &Self) -> Self {
         macro_rules! sub {
             ($($f:ident),*) => {
-                Self { $( $f: since(self.$f, earlier.$f), )* }
+                Self { $( $f: since(self.$f, earlier.$f), )* ring_fill: self.ring_fill }
             };
         }
         profile_fields!(sub)
+    }
+
+    /// Pages a profile on `basis` counts as taken: allocation calls, or the pages that
+    /// entered the alloc cache from the ring or the page allocator.
+    pub fn taken(&self, basis: ProfileBasis) -> u64 {
+        match basis {
+            ProfileBasis::Pages => self.alloc_calls,
+            ProfileBasis::Refills => self.refill_pages + self.hold_pages,
+        }
+    }
+
+    /// Pages that left the pool because the ring was full (or they could not be recycled).
+    pub fn ring_full(&self, basis: ProfileBasis) -> u64 {
+        match basis {
+            ProfileBasis::Pages => self.put_released + self.bulk_released,
+            ProfileBasis::Refills => self.release_pages,
+        }
+    }
+
+    /// Whether the pool moved at all over these counters, as `basis` sees it.
+    fn moved(&self, basis: ProfileBasis) -> bool {
+        match basis {
+            ProfileBasis::Pages => self.alloc_calls + self.put_calls > 0,
+            ProfileBasis::Refills => self.taken(basis) + self.release_pages > 0,
+        }
     }
 }
 
@@ -83,13 +141,13 @@ impl ProfileSample for RawSample {
     }
 
     fn counters(&self, pool: u64) -> Option<ProfileCounters> {
-        self.pools.get(&pool).map(|p| (&p.counters).into())
+        self.pools.get(&pool).map(ProfileCounters::from)
     }
 
     fn pools(&self) -> impl Iterator<Item = (u64, ProfileCounters, Option<PoolIdentity>)> + '_ {
         self.pools
             .iter()
-            .map(|(addr, p)| (*addr, (&p.counters).into(), p.identity))
+            .map(|(addr, p)| (*addr, p.into(), p.identity))
     }
 }
 
@@ -98,23 +156,42 @@ impl ProfileSample for RawSample {
 pub struct PoolProfile {
     pub pool: u64,
     pub identity: Option<PoolIdentity>,
+    /// What the profile's steps were made of.
+    pub basis: ProfileBasis,
     pub profile: Profile,
     /// The measured counters over the whole window (to calibrate the simulation).
     pub measured: ProfileCounters,
 }
 
-fn step_of(d: &ProfileCounters) -> Step {
-    let direct = d.put_cached;
-    let ring = (d.put_calls.saturating_sub(d.put_cached)) + d.bulk_pages;
-    Step {
-        allocs: d.alloc_calls,
-        ring_frees: ring,
-        direct_frees: direct,
+/// One step between counters `a` and the later `b`, on `basis`.
+fn step_of(a: &ProfileCounters, b: &ProfileCounters, basis: ProfileBasis) -> Step {
+    let d = b.since(a);
+    match basis {
+        ProfileBasis::Pages => Step {
+            allocs: d.alloc_calls,
+            ring_frees: d.put_calls.saturating_sub(d.put_cached) + d.bulk_pages,
+            direct_frees: d.put_cached,
+        },
+        ProfileBasis::Refills => {
+            // The ring's books: what went in = what it holds more + what refills took out.
+            // Without a fill reading on both sides, the refills' pages are all we know went in.
+            let into_ring = match (a.ring_fill, b.ring_fill) {
+                (Some(before), Some(after)) => {
+                    (i64::from(after) - i64::from(before) + d.refill_pages as i64).max(0) as u64
+                }
+                _ => d.refill_pages,
+            };
+            Step {
+                allocs: d.taken(basis),
+                ring_frees: into_ring + d.release_pages,
+                direct_frees: 0,
+            }
+        }
     }
 }
 
-/// One profile per pool that moved, from consecutive samples (at least two).
-pub fn profiles<S: ProfileSample>(samples: &[S]) -> Vec<PoolProfile> {
+/// One profile per pool that moved, from consecutive samples (at least two), on `basis`.
+pub fn profiles<S: ProfileSample>(samples: &[S], basis: ProfileBasis) -> Vec<PoolProfile> {
     let (Some(first), Some(last)) = (samples.first(), samples.last()) else {
         return Vec::new();
     };
@@ -129,7 +206,7 @@ pub fn profiles<S: ProfileSample>(samples: &[S]) -> Vec<PoolProfile> {
         .filter_map(|(addr, end, identity)| {
             let start = first.counters(addr).unwrap_or(zero);
             let measured = end.since(&start);
-            if measured.alloc_calls + measured.put_calls == 0 {
+            if !measured.moved(basis) {
                 return None;
             }
             let steps = samples
@@ -137,12 +214,13 @@ pub fn profiles<S: ProfileSample>(samples: &[S]) -> Vec<PoolProfile> {
                 .map(|w| {
                     let a = w[0].counters(addr).unwrap_or(zero);
                     let b = w[1].counters(addr).unwrap_or(a);
-                    step_of(&b.since(&a))
+                    step_of(&a, &b, basis)
                 })
                 .collect();
             Some(PoolProfile {
                 pool: addr,
                 identity,
+                basis,
                 profile: Profile {
                     step_ns: step_ns.max(1),
                     steps,
@@ -152,7 +230,7 @@ pub fn profiles<S: ProfileSample>(samples: &[S]) -> Vec<PoolProfile> {
             })
         })
         .collect();
-    out.sort_by_key(|p| std::cmp::Reverse(p.measured.alloc_calls));
+    out.sort_by_key(|p| std::cmp::Reverse(p.measured.taken(basis)));
     out
 }
 
@@ -187,7 +265,7 @@ mod tests {
             sample(t, 10, 164, 100, 50),
             sample(t, 20, 164, 292, 60),
         ];
-        let p = profiles(&samples);
+        let p = profiles(&samples, ProfileBasis::Pages);
         assert_eq!(p.len(), 1);
         assert_eq!(p[0].profile.step_ns, 10_000_000);
         assert_eq!(
@@ -211,7 +289,11 @@ mod tests {
     #[test]
     fn idle_pools_and_single_samples_give_nothing() {
         let t = Instant::now();
-        assert!(profiles(&[sample(t, 0, 1, 1, 0)]).is_empty());
-        assert!(profiles(&[sample(t, 0, 5, 5, 0), sample(t, 10, 5, 5, 0)]).is_empty());
+        assert!(profiles(&[sample(t, 0, 1, 1, 0)], ProfileBasis::Pages).is_empty());
+        assert!(profiles(
+            &[sample(t, 0, 5, 5, 0), sample(t, 10, 5, 5, 0)],
+            ProfileBasis::Pages
+        )
+        .is_empty());
     }
 }

@@ -47,11 +47,7 @@ impl SlimSample {
     fn of(s: &RawSample) -> Self {
         Self {
             at: s.at,
-            pools: s
-                .pools
-                .iter()
-                .map(|(addr, p)| (*addr, (&p.counters).into()))
-                .collect(),
+            pools: s.pools.iter().map(|(addr, p)| (*addr, p.into())).collect(),
             identities: s
                 .pools
                 .iter()

@@ -74,9 +74,10 @@ pub fn run(
     let mut live = LiveSource::new(start_probes()?)?;
     let hooks = live.hooks();
     say(&format!(
-        "agent serving http://{}/metrics every {} ({}/{} hooks attached)",
+        "agent serving http://{}/metrics every {} (--detail {}, {}/{} hooks attached)",
         server.addr,
         humantime::format_duration(opts.interval),
+        live.detail().name(),
         hooks.iter().filter(|h| h.attached()).count(),
         hooks.len()
     ));

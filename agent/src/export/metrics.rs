@@ -116,6 +116,25 @@ impl<'a> Family<'a> {
     }
 }
 
+/// Where a pool's known splits came from: the kernel's stats when the pool says so, else
+/// ppscope's own hooks; a split with no known part is left out.
+fn split_sources(p: &PoolView) -> Vec<(&'static str, &'static str)> {
+    let source = |from: &Option<std::borrow::Cow<str>>| match from.as_deref() {
+        Some("kernel") => "kernel",
+        _ => "probes",
+    };
+    let a = &p.alloc;
+    let r = &p.recycle;
+    let mut out = Vec::new();
+    if a.cache.is_some() || a.ring.is_some() || a.slow.is_some() {
+        out.push(("alloc", source(&p.alloc_source)));
+    }
+    if r.cached.is_some() || r.ring.is_some() || r.ring_full.is_some() {
+        out.push(("recycle", source(&p.recycle_source)));
+    }
+    out
+}
+
 fn fmt_value(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{}", v as i64)
@@ -153,6 +172,10 @@ enum Series {
     Drops,
     /// Per hook: 1 when attached, with its backend.
     Hooks,
+    /// The detail level the probes run at (`level` label), when the source has one.
+    Detail,
+    /// Per pool and split (alloc, recycle) that is known: where it came from (`source`).
+    SplitSources,
     /// ppscope's own programs; the family is left out when BPF stats are off.
     Overhead(fn(&OverheadView) -> f64),
     /// The agent itself.
@@ -305,8 +328,20 @@ const FAMILIES: &[FamilyDef] = &[
     family(
         "ppscope_hook_attached",
         "gauge",
-        "1 when the hook is attached, with the backend serving it (none: nothing attached; module_not_loaded: its kernel module is absent, nothing to attach to).",
+        "1 when the hook is attached, with the backend serving it (none: nothing attached; module_not_loaded: its kernel module is absent, nothing to attach to; left_off: --detail light leaves per-page hooks off).",
         Series::Hooks,
+    ),
+    family(
+        "ppscope_detail",
+        "gauge",
+        "1, labelled with the detail level the probes run at (light: no per-page hook, the split from the kernel's stats; full: every page counted).",
+        Series::Detail,
+    ),
+    family(
+        "ppscope_page_pool_split_source",
+        "gauge",
+        "1 per pool and split (alloc, recycle) that is known, labelled with where its figures come from: probes (ppscope's hooks) or kernel (the kernel's page_pool stats over netlink).",
+        Series::SplitSources,
     ),
     family(
         "ppscope_bpf_run_seconds_total",
@@ -459,10 +494,26 @@ pub fn render(snap: &Snapshot, me: &SelfStats, format: Format, max_pools: usize)
                     let backend = match h.backend {
                         Some(b) => format!("{b:?}").to_lowercase(),
                         None if h.module_absent() => "module_not_loaded".into(),
+                        None if h.left_off() => "left_off".into(),
                         None => "none".into(),
                     };
                     let l = labels(&[("hook", name), ("backend", &backend)]);
                     f.sample("", &l, if h.attached() { 1.0 } else { 0.0 });
+                }
+            }
+            Series::Detail => {
+                if let Some(d) = snap.detail {
+                    f.sample("", &labels(&[("level", d.name())]), 1.0);
+                }
+            }
+            Series::SplitSources => {
+                for (i, p) in pools.iter().enumerate() {
+                    for (split, source) in split_sources(p) {
+                        let mut l = base(i);
+                        l.push(("split", split));
+                        l.push(("source", source));
+                        f.sample("", &labels(&l), 1.0);
+                    }
                 }
             }
             Series::Overhead(get) => {
@@ -551,6 +602,56 @@ mod tests {
             t.contains(r#"ppscope_hook_attached{hook="alloc",backend="none"} 0"#),
             "{t}"
         );
+    }
+
+    #[test]
+    fn the_detail_level_and_where_each_split_came_from_are_exported() {
+        use crate::snapshot::{Detail, Group, HookStatus, LEFT_OFF_LIGHT};
+        let mut s = snap();
+        let (t, _) = render(&s, &SelfStats::default(), Format::Prometheus, 100);
+        assert!(
+            lines(&t, "ppscope_detail{").is_empty(),
+            "a simulation has no level"
+        );
+        let labels = r#"device="ve\"th\\1",queue="0",pool="7""#;
+        assert!(
+            t.contains(&format!(
+                r#"ppscope_page_pool_split_source{{{labels},split="alloc",source="probes"}} 1"#
+            )),
+            "{t}"
+        );
+        s.detail = Some(Detail::Light);
+        s.pools[0].recycle_source = Some("kernel".into());
+        s.backends.insert(
+            "recycle".into(),
+            HookStatus {
+                hook: "recycle".into(),
+                group: Group::PagePool,
+                backend: None,
+                targets: vec![],
+                reasons: vec![LEFT_OFF_LIGHT.into()],
+                loses: "".into(),
+            },
+        );
+        let (t, _) = render(&s, &SelfStats::default(), Format::Prometheus, 100);
+        assert_eq!(
+            lines(&t, "ppscope_detail{"),
+            [r#"ppscope_detail{level="light"} 1"#]
+        );
+        assert!(
+            t.contains(&format!(
+                r#"ppscope_page_pool_split_source{{{labels},split="recycle",source="kernel"}} 1"#
+            )),
+            "{t}"
+        );
+        assert!(
+            t.contains(r#"ppscope_hook_attached{hook="recycle",backend="left_off"} 0"#),
+            "{t}"
+        );
+        // A pool that knows no part of a split has no source for it.
+        s.pools[0].alloc = Default::default();
+        let (t, _) = render(&s, &SelfStats::default(), Format::Prometheus, 100);
+        assert!(!t.contains(r#"split="alloc""#), "{t}");
     }
 
     #[test]

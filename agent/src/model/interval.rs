@@ -118,5 +118,7 @@ pub fn snapshot(facts: &SourceFacts, earlier: &RawSample, later: &RawSample) -> 
             .iter()
             .map(|h| (h.hook.to_string(), h.clone()))
             .collect(),
+        // A source without hooks (a simulation) has no detail level to report.
+        detail: (!facts.hooks.is_empty()).then_some(facts.detail),
     }
 }

@@ -52,7 +52,14 @@ pub fn pool_view(
     let bulk_pages = if cov.recycle_bulk { c.bulk_pages } else { 0 };
     let bulk_released = if cov.recycle_bulk { c.bulk_released } else { 0 };
     let cached = (cov.recycle && cov.cache_layout).then_some(c.put_cached);
-    let ring_full = (cov.recycle && cov.release).then(|| c.put_released + bulk_released);
+    // Without the recycle hooks (`--detail light`, tracepoint-only kernels) every page that
+    // left the pool is still seen once, by `page_release`: ring full or not recyclable (the
+    // kernel's ring_full + released_refcnt), and pages of a pool being torn down.
+    let ring_full = match (cov.recycle, cov.release) {
+        (true, true) => Some(c.put_released + bulk_released),
+        (false, true) => Some(c.release_pages),
+        (_, false) => None,
+    };
     let recycle_ring = match (cached, ring_full) {
         (Some(cached), Some(full)) => {
             Some((c.put_calls + bulk_pages).saturating_sub(cached + full))

@@ -8,7 +8,7 @@ use ppscope_common::{
 };
 use serde::Serialize;
 
-use crate::snapshot::HookStatus;
+use crate::snapshot::{Detail, HookStatus, ProfileBasis};
 
 /// Which hooks feed the counters, so that a count nobody measured is shown as unknown, not 0.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -33,6 +33,21 @@ pub struct Coverage {
     /// `pool_release`: pools being destroyed.
     #[serde(default)]
     pub teardown: bool,
+}
+
+impl Coverage {
+    /// What a burst profile can be made of with these hooks (the one rule:
+    /// [`ProfileBasis::from_hooks`]).
+    pub fn profile_basis(&self) -> Option<ProfileBasis> {
+        ProfileBasis::from_hooks(|hook| match hook {
+            "alloc" => self.alloc,
+            "recycle" => self.recycle,
+            "refill" => self.refill,
+            "page_hold" => self.hold,
+            "page_release" => self.release,
+            _ => false,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -95,8 +110,10 @@ impl SourceFacts {
     /// Why no pool of this source can ever be advised (the hooks the advice replays are not
     /// attached), for a warning up front; None when they are.
     pub fn advice_unavailable(&self) -> Option<&'static str> {
-        let c = &self.coverage;
-        (!(c.alloc && c.recycle)).then_some(crate::snapshot::ADVICE_NEEDS)
+        self.coverage
+            .profile_basis()
+            .is_none()
+            .then_some(crate::snapshot::ADVICE_NEEDS)
     }
 }
 
@@ -115,4 +132,6 @@ pub struct SourceFacts {
     pub hooks: Vec<HookStatus>,
     /// `enum skb_drop_reason` names by value.
     pub drop_reasons: HashMap<u32, String>,
+    /// The detail level hooked at (`--detail`).
+    pub detail: Detail,
 }

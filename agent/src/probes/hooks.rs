@@ -3,7 +3,9 @@
 //! lives in and what is lost without it. One row here per file in `ebpf/src/hooks/`; the
 //! program names are the functions there (`cargo test -p ppscope-agent hook_table` checks every
 //! one is in the built object).
-use crate::snapshot::Group;
+use std::borrow::Cow;
+
+use crate::snapshot::{Detail, Group, HookStatus, LEFT_OFF_LIGHT};
 
 pub(super) struct KprobeDef {
     /// Alternatives across kernel versions, newest first.
@@ -49,6 +51,8 @@ pub(super) struct HookDef {
     pub(super) tracepoint_first: bool,
     /// The kernel module the functions live in, if not vmlinux.
     pub(super) module: Option<&'static str>,
+    /// Runs on every page allocated or recycled: left off by `--detail light`.
+    pub(super) per_page: bool,
 }
 
 const fn kp(
@@ -84,6 +88,7 @@ const fn hook(name: &'static str, group: Group, loses: &'static str) -> HookDef 
         tracepoint: None,
         tracepoint_first: false,
         module: None,
+        per_page: false,
     }
 }
 
@@ -102,6 +107,7 @@ pub(super) const HOOKS: &[HookDef] = &[
             entry_by_arity: None,
             wrapper_entry: Some("fe_alloc_wrapper"),
         }),
+        per_page: true,
         ..hook(
             "alloc",
             Group::PagePool,
@@ -115,6 +121,7 @@ pub(super) const HOOKS: &[HookDef] = &[
             None,
         ),
         fentry: fe(Some("fe_alloc_frag"), None),
+        per_page: true,
         ..hook("alloc_frag", Group::PagePool, "fragment allocation counts")
     },
     HookDef {
@@ -179,6 +186,7 @@ pub(super) const HOOKS: &[HookDef] = &[
             Some("pp_put_exit"),
         ),
         fentry: fe(Some("fe_put_entry"), Some("fx_put_exit")),
+        per_page: true,
         ..hook(
             "recycle",
             Group::PagePool,
@@ -200,6 +208,7 @@ pub(super) const HOOKS: &[HookDef] = &[
             entry_by_arity: Some((3, "fe_bulk_entry_pool")),
             wrapper_entry: None,
         }),
+        per_page: true,
         ..hook(
             "recycle_bulk",
             Group::PagePool,
@@ -369,12 +378,29 @@ pub(super) fn programs_of(def: &HookDef) -> Vec<&'static str> {
     progs
 }
 
+/// Whether `detail` leaves this hook off: `light` leaves every per-page hook off.
+pub(super) fn left_off(def: &HookDef, detail: Detail) -> bool {
+    def.per_page && detail == Detail::Light
+}
+
+/// The status of a hook left off by `--detail light`: not attached, and why.
+pub(super) fn left_off_status(def: &HookDef) -> HookStatus {
+    HookStatus {
+        hook: Cow::Borrowed(def.name),
+        group: def.group,
+        backend: None,
+        targets: Vec::new(),
+        reasons: vec![LEFT_OFF_LIGHT.to_string()],
+        loses: Cow::Borrowed(def.loses),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
 
     use super::*;
-    use crate::probes::EBPF_OBJECT;
+    use crate::{probes::EBPF_OBJECT, snapshot::ProfileBasis};
 
     /// Every program a hook may attach, whatever the backend.
     fn all_programs(def: &HookDef) -> Vec<&'static str> {
@@ -427,5 +453,25 @@ mod tests {
             .filter(|f| f != "mod.rs")
             .count();
         assert_eq!(files, HOOKS.len(), "a file in {} has no row", dir.display());
+    }
+
+    #[test]
+    fn light_leaves_off_exactly_the_per_page_hooks_and_keeps_what_its_figures_need() {
+        let off: Vec<&str> = HOOKS
+            .iter()
+            .filter(|d| left_off(d, Detail::Light))
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(off, ["alloc", "alloc_frag", "recycle", "recycle_bulk"]);
+        assert!(HOOKS.iter().all(|d| !left_off(d, Detail::Full)));
+        // What light keeps is enough for a burst profile (the advice), from refills.
+        let kept = |name: &str| {
+            HOOKS
+                .iter()
+                .any(|d| d.name == name && !left_off(d, Detail::Light))
+        };
+        assert_eq!(ProfileBasis::from_hooks(kept), Some(ProfileBasis::Refills));
+        let status = left_off_status(&HOOKS[0]);
+        assert!(status.left_off() && !status.attached() && !status.module_absent());
     }
 }

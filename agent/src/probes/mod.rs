@@ -32,7 +32,7 @@ use crate::{
         system::{self, Symbols},
     },
     model::{Coverage, SourceFacts},
-    snapshot::{Group, HookStatus},
+    snapshot::{Detail, Group, HookStatus},
 };
 
 /// The eBPF object built by `agent/build.rs` from `ebpf/`.
@@ -57,6 +57,8 @@ pub struct ProbeOptions {
     /// Pools (and NAPI instances, dropping devices) tracked at once: the size of every
     /// per-pool map. Memory grows with it (per-CPU counters), so it is the user's choice.
     pub map_capacity: u32,
+    /// `light` leaves the per-page hooks off.
+    pub detail: Detail,
 }
 
 /// The maps keyed by pool, NAPI instance or device: sized by [`ProbeOptions::map_capacity`].
@@ -125,7 +127,7 @@ impl Probes {
         }
         let missing: Vec<&HookStatus> = hooks
             .iter()
-            .filter(|h| !h.attached() && !h.module_absent())
+            .filter(|h| !h.attached() && !h.module_absent() && !h.left_off())
             .collect();
         (strict && !missing.is_empty()).then(|| {
             format!(
@@ -176,7 +178,11 @@ impl Probes {
         };
         let mut hooks = Vec::new();
         for def in HOOKS {
-            hooks.push(attach_hook(&mut ebpf, def, opts.backend, &ctx));
+            hooks.push(if hooks::left_off(def, opts.detail) {
+                hooks::left_off_status(def)
+            } else {
+                attach_hook(&mut ebpf, def, opts.backend, &ctx)
+            });
         }
         drop(ctx);
         give_back_freed_memory();
@@ -213,6 +219,7 @@ impl Probes {
                 coverage,
                 hooks,
                 drop_reasons,
+                detail: opts.detail,
             },
             fields,
             map_capacity: opts.map_capacity,

@@ -23,6 +23,11 @@ pub fn json(
         "kprobes": system::has_kprobe_pmu(),
         "btf": VMLINUX_BTF,
         "backends": backends,
+        "detail": facts.detail,
+        "figures": figure_sources(facts, netlink.stats.is_some())
+            .into_iter()
+            .map(|f| serde_json::json!({"figure": f.figure, "light": f.light, "full": f.full}))
+            .collect::<Vec<_>>(),
         "hooks": facts.hooks,
         "fields": fields,
     })
@@ -74,6 +79,109 @@ fn backend_lines(facts: &SourceFacts, netlink: &NetlinkSample) -> Vec<(&'static 
     lines
 }
 
+/// Where one figure comes from at each detail level, on this kernel.
+struct FigureSource {
+    figure: &'static str,
+    light: String,
+    full: String,
+}
+
+/// Where each main figure comes from at `--detail light` and `full`, by the hooks this run
+/// attached (a per-page hook left off by light was not tried: said so) and whether the kernel
+/// keeps page_pool stats.
+fn figure_sources(facts: &SourceFacts, kernel_stats: bool) -> Vec<FigureSource> {
+    let on = |name: &str| facts.hooks.iter().any(|h| h.hook == name && h.attached());
+    let left_off = |name: &str| facts.hooks.iter().any(|h| h.hook == name && h.left_off());
+    let kernel = "the kernel's page_pool stats (pools netlink lists)";
+    let or_kernel = |what: String| {
+        if kernel_stats {
+            format!("{kernel}; elsewhere {what}")
+        } else {
+            what
+        }
+    };
+    let refills = on("refill") && on("slow_path");
+    let per_page = |hooks: &[&str], what: &str| -> Option<String> {
+        if hooks.iter().all(|h| on(h)) {
+            Some(format!("{what} (every page)"))
+        } else if hooks.iter().any(|h| left_off(h)) {
+            Some("per-page hooks, not tried (doctor --detail full tries them)".into())
+        } else {
+            None
+        }
+    };
+    let unknown = |what: &str| format!("? ({what})");
+    let alloc_light = or_kernel(if refills {
+        "ring and slow from the refill and slow_path hooks, the cache share ?".into()
+    } else {
+        unknown("no refill or slow_path hook, no kernel stats")
+    });
+    let alloc_full = per_page(
+        &["alloc", "refill", "slow_path"],
+        "alloc, refill and slow_path hooks",
+    )
+    .unwrap_or_else(|| alloc_light.clone());
+    let recycle_light = or_kernel(if on("page_release") {
+        "ring_full only (page_release); cached and ring ?".into()
+    } else {
+        unknown("no page_release hook, no kernel stats")
+    });
+    let recycle_full = per_page(
+        &["recycle", "page_release"],
+        "recycle and page_release hooks",
+    )
+    .unwrap_or_else(|| recycle_light.clone());
+    let hit_rate = if refills {
+        "refill and slow_path hooks (per refill)".to_string()
+    } else if kernel_stats {
+        kernel.to_string()
+    } else {
+        unknown("no refill or slow_path hook, no kernel stats")
+    };
+    let slow = if on("slow_path") {
+        "slow_path hook (per batch of up to 64 pages)".to_string()
+    } else {
+        unknown("no slow_path hook")
+    };
+    let from_refills = if on("refill") && on("page_hold") && on("page_release") {
+        "profile from refills and returned pages (refill, page_hold, page_release)".to_string()
+    } else {
+        unknown("needs fentry or kprobes for the refill hook, with page_hold and page_release")
+    };
+    let advice_full = per_page(
+        &["alloc", "recycle"],
+        "profile of every allocation and recycle",
+    )
+    .unwrap_or_else(|| from_refills.clone());
+    vec![
+        FigureSource {
+            figure: "allocation split",
+            light: alloc_light,
+            full: alloc_full,
+        },
+        FigureSource {
+            figure: "recycle split",
+            light: recycle_light,
+            full: recycle_full,
+        },
+        FigureSource {
+            figure: "ring hit rate",
+            light: hit_rate.clone(),
+            full: hit_rate,
+        },
+        FigureSource {
+            figure: "slow-path latency",
+            light: slow.clone(),
+            full: slow,
+        },
+        FigureSource {
+            figure: "ring-size advice",
+            light: from_refills,
+            full: advice_full,
+        },
+    ]
+}
+
 /// The report as text: the sources of numbers, then each hook, then the kernel fields read
 /// from BTF.
 pub fn text(facts: &SourceFacts, fields: &[ResolvedField], netlink: &NetlinkSample) -> String {
@@ -82,6 +190,15 @@ pub fn text(facts: &SourceFacts, fields: &[ResolvedField], netlink: &NetlinkSamp
     let _ = writeln!(out, "kernel {}", facts.kernel);
     for (name, line) in backend_lines(facts, netlink) {
         let _ = writeln!(out, "{name:<13} {line}");
+    }
+    let _ = writeln!(
+        out,
+        "\nfigures by detail level (this run: {}; agent and top default to light, diagnose, record and doctor to full)",
+        facts.detail.name()
+    );
+    for f in figure_sources(facts, netlink.stats.is_some()) {
+        let _ = writeln!(out, "  {:<18} light: {}", f.figure, f.light);
+        let _ = writeln!(out, "  {:<18} full:  {}", "", f.full);
     }
     let _ = writeln!(out, "\nhooks");
     for h in hooks {
@@ -97,7 +214,7 @@ pub fn text(facts: &SourceFacts, fields: &[ResolvedField], netlink: &NetlinkSamp
                 out,
                 "  {:<15} {:<11} {} (lost: {})",
                 h.hook,
-                "missing",
+                if h.left_off() { "left off" } else { "missing" },
                 h.reasons.join("; "),
                 h.loses
             ),
@@ -115,4 +232,121 @@ pub fn text(facts: &SourceFacts, fields: &[ResolvedField], netlink: &NetlinkSamp
         };
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        model::Coverage,
+        snapshot::{Detail, Group, HookStatus, LEFT_OFF_LIGHT},
+        testing,
+    };
+
+    fn hook(name: &'static str, backend: Option<Backend>, reason: &str) -> HookStatus {
+        HookStatus {
+            hook: name.into(),
+            group: Group::PagePool,
+            backend,
+            targets: vec![],
+            reasons: (!reason.is_empty())
+                .then(|| reason.into())
+                .into_iter()
+                .collect(),
+            loses: "".into(),
+        }
+    }
+
+    fn facts(detail: Detail, per_page: Option<Backend>, refill: Option<Backend>) -> SourceFacts {
+        let per_page_reason = match (detail, per_page) {
+            (Detail::Light, _) => LEFT_OFF_LIGHT,
+            (_, None) => "kprobe: no kprobes",
+            _ => "",
+        };
+        let mut f = testing::facts("k", Coverage::default());
+        f.detail = detail;
+        f.hooks = vec![
+            hook(
+                "alloc",
+                per_page.filter(|_| detail == Detail::Full),
+                per_page_reason,
+            ),
+            hook(
+                "recycle",
+                per_page.filter(|_| detail == Detail::Full),
+                per_page_reason,
+            ),
+            hook(
+                "refill",
+                refill,
+                if refill.is_none() {
+                    "kprobe: no kprobes"
+                } else {
+                    ""
+                },
+            ),
+            hook("slow_path", refill, ""),
+            hook("page_hold", Some(Backend::Tracepoint), ""),
+            hook("page_release", Some(Backend::Tracepoint), ""),
+        ];
+        f
+    }
+
+    fn source<'a>(all: &'a [FigureSource], figure: &str) -> &'a FigureSource {
+        all.iter().find(|f| f.figure == figure).unwrap()
+    }
+
+    #[test]
+    fn each_figure_says_where_it_comes_from_at_each_detail_level() {
+        let fe = Some(Backend::Fentry);
+        // The lab's kernel at full: every page at full, refills and kernel stats at light.
+        let all = figure_sources(&facts(Detail::Full, fe, fe), true);
+        let alloc = source(&all, "allocation split");
+        assert!(alloc.full.contains("(every page)"), "{}", alloc.full);
+        assert!(
+            alloc.light.starts_with("the kernel's page_pool stats"),
+            "{}",
+            alloc.light
+        );
+        assert!(alloc.light.contains("the cache share ?"), "{}", alloc.light);
+        let advice = source(&all, "ring-size advice");
+        assert!(
+            advice.light.contains("profile from refills"),
+            "{}",
+            advice.light
+        );
+        assert!(advice.full.contains("every allocation"), "{}", advice.full);
+
+        // Run at light: the per-page hooks were not tried, and doctor says so.
+        let all = figure_sources(&facts(Detail::Light, fe, fe), false);
+        let alloc = source(&all, "allocation split");
+        assert!(alloc.full.contains("not tried"), "{}", alloc.full);
+        assert!(!alloc.light.contains("kernel"), "no stats: {}", alloc.light);
+
+        // Tracepoints only, no kernel stats: what cannot be known is '?' with the reason.
+        let all = figure_sources(&facts(Detail::Full, None, None), false);
+        for figure in ["allocation split", "ring hit rate", "ring-size advice"] {
+            let f = source(&all, figure);
+            assert!(
+                f.light.starts_with("? (") && f.full.starts_with("? ("),
+                "{figure}: {}/{}",
+                f.light,
+                f.full
+            );
+        }
+        let recycle = source(&all, "recycle split");
+        assert!(
+            recycle.light.starts_with("ring_full only"),
+            "{}",
+            recycle.light
+        );
+
+        let t = text(
+            &facts(Detail::Light, fe, fe),
+            &[],
+            &NetlinkSample::default(),
+        );
+        assert!(t.contains("this run: light"), "{t}");
+        assert!(t.contains("alloc           left off"), "{t}");
+    }
 }

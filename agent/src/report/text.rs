@@ -272,9 +272,12 @@ pub fn text(s: &Snapshot) -> String {
 
 /// The window, then every pool.
 fn pools_section(s: &Snapshot, out: &mut String) {
+    let detail = s
+        .detail
+        .map_or(String::new(), |d| format!(", --detail {}", d.name()));
     let _ = writeln!(
         out,
-        "ppscope diagnose: kernel {}, {:.1} s window, {} pool(s) active\n",
+        "ppscope diagnose: kernel {}, {:.1} s window{detail}, {} pool(s) active\n",
         s.kernel,
         s.duration_seconds,
         s.pools.len()
@@ -473,8 +476,9 @@ fn hooks_section(s: &Snapshot, out: &mut String) {
             None => {
                 let _ = writeln!(
                     out,
-                    "  {name:<15} {:<11} missing: {} (lost: {})",
+                    "  {name:<15} {:<11} {}: {} (lost: {})",
                     "-",
+                    if h.left_off() { "left off" } else { "missing" },
                     h.reasons.join("; "),
                     h.loses
                 );
@@ -509,9 +513,16 @@ mod tests {
         s.backends.insert("recycle".into(), hook("recycle", None));
         let t = text(&s);
         assert!(
-            t.contains("No ring-size advice: it needs the alloc and recycle hooks"),
+            t.contains("No ring-size advice: it needs the refill hook (fentry or kprobes)"),
             "{t}"
         );
+        // --detail light: refills, pages in and pages out make a profile.
+        for h in ["refill", "page_hold", "page_release"] {
+            s.backends.insert(h.into(), hook(h, Some(Backend::Fentry)));
+        }
+        assert_eq!(s.advice_unavailable(), None);
+        s.backends.remove("refill");
+        assert!(s.advice_unavailable().is_some());
         for h in ["alloc", "recycle"] {
             s.backends.insert(h.into(), hook(h, Some(Backend::Fentry)));
         }

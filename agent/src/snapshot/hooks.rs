@@ -52,3 +52,67 @@ impl HookStatus {
         !self.attached() && self.reasons.iter().any(|r| r.ends_with(MODULE_NOT_LOADED))
     }
 }
+
+/// How much ppscope hooks (`--detail`). `light` leaves off every program that runs once per
+/// page on the allocation or recycle path (what made ppscope cost as much as bpftrace): what it
+/// shows comes from the kernel's own page_pool stats and from events that happen once per
+/// refill or slow-path batch (up to 64 pages) or when a page leaves its pool. `full` adds the
+/// per-page hooks: the exact allocation and recycle split on any kernel, and per-page bursts.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Detail {
+    Light,
+    /// Older recordings (made before the choice existed) were made with every hook.
+    #[default]
+    Full,
+}
+
+impl Detail {
+    pub fn name(self) -> &'static str {
+        match self {
+            Detail::Light => "light",
+            Detail::Full => "full",
+        }
+    }
+}
+
+/// The reason a per-page hook gives under `--detail light` (a choice, not a failure).
+pub const LEFT_OFF_LIGHT: &str =
+    "left off by --detail light (it runs on every page; --detail full attaches it)";
+
+impl HookStatus {
+    /// Not attached because `--detail light` leaves per-page hooks off (not a failure).
+    pub fn left_off(&self) -> bool {
+        !self.attached() && self.reasons.iter().any(|r| r == LEFT_OFF_LIGHT)
+    }
+}
+
+/// What a pool's burst profile (the advice's input) is made of, by the hooks that feed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ProfileBasis {
+    /// Every allocation and recycle (the `alloc` and `recycle` hooks: `--detail full`).
+    Pages,
+    /// Pages the ring hands the alloc cache at refills, pages from the page allocator, pages
+    /// leaving the pool, and the ring's fill at those events (`refill`, `page_hold`,
+    /// `page_release`: what `--detail light` keeps). Exact at the ring, in steps of up to one
+    /// refill (64 pages); direct recycles into the alloc cache are not in it, and need not
+    /// be: they never reach the ring whose size is advised.
+    Refills,
+}
+
+impl ProfileBasis {
+    /// The basis the attached hooks give (`on(hook name)`), the finer one first; None when
+    /// no profile can be made.
+    pub fn from_hooks(on: impl Fn(&str) -> bool) -> Option<Self> {
+        if on("alloc") && on("recycle") {
+            Some(Self::Pages)
+        } else if on("refill") && on("page_hold") && on("page_release") {
+            Some(Self::Refills)
+        } else {
+            None
+        }
+    }
+}

@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 
 pub mod health;
 mod hooks;
-pub use hooks::{Backend, Group, HookStatus, MODULE_NOT_LOADED};
+pub use hooks::{
+    Backend, Detail, Group, HookStatus, ProfileBasis, LEFT_OFF_LIGHT, MODULE_NOT_LOADED,
+};
 mod netlink;
 pub use netlink::{NetlinkPoolStats, NetlinkPoolView, NetlinkSourceView};
 pub(crate) mod advice;
@@ -428,12 +430,14 @@ pub struct Snapshot {
     pub timeline: Vec<TimelineStep>,
     /// Per hook: the backend that served it and where, or why nothing did.
     pub backends: BTreeMap<String, HookStatus>,
+    /// The detail level the source hooked at (`--detail`); None for a simulation.
+    #[serde(default)]
+    pub detail: Option<Detail>,
 }
 
 /// Why no pool of a source can be advised, whatever it waits for: the advice replays a pool's
-/// allocations and recycles, and these hooks are what see them.
-pub const ADVICE_NEEDS: &str =
-    "it needs the alloc and recycle hooks (fentry or kprobes), which this kernel does not give";
+/// burst profile, and these hooks are what make one ([`ProfileBasis`]).
+pub const ADVICE_NEEDS: &str = "it needs the refill hook (fentry or kprobes) with page_hold and page_release, or the alloc and recycle hooks, which this kernel does not give";
 
 impl Snapshot {
     /// [`ADVICE_NEEDS`] when the hooks the advice replays are missing from this snapshot's
@@ -443,7 +447,9 @@ impl Snapshot {
             return None;
         }
         let on = |h: &str| self.backends.get(h).is_some_and(HookStatus::attached);
-        (!(on("alloc") && on("recycle"))).then_some(ADVICE_NEEDS)
+        ProfileBasis::from_hooks(on)
+            .is_none()
+            .then_some(ADVICE_NEEDS)
     }
 
     /// A snapshot of these pools only: no devmem, gve, device or timeline section, no hooks.
@@ -464,6 +470,7 @@ impl Snapshot {
             devices: Vec::new(),
             timeline: Vec::new(),
             backends: Default::default(),
+            detail: None,
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::{
     model::{c_name, RawSample},
     pipeline::{self, AdviceFrom, Window},
     probes::Probes,
-    snapshot::{HookStatus, Snapshot},
+    snapshot::{Detail, HookStatus, Snapshot},
 };
 
 /// The kernel, through the probes: one snapshot per call, covering the time since the last.
@@ -66,6 +66,11 @@ impl LiveSource {
 
     pub fn hooks(&self) -> &[HookStatus] {
         &self.probes.facts.hooks
+    }
+
+    /// The detail level the probes were attached at.
+    pub fn detail(&self) -> Detail {
+        self.probes.facts.detail
     }
 
     /// Reads the probes: the interval since the previous call and, with `since_start`, the
@@ -124,8 +129,9 @@ impl Source for LiveSource {
             .as_ref()
             .map_or(String::new(), |n| format!("; {n}"));
         format!(
-            "live {} ({attached}/{} hooks{note})",
+            "live {} (--detail {}, {attached}/{} hooks{note})",
             self.probes.facts.kernel,
+            self.probes.facts.detail.name(),
             hooks.len()
         )
     }

@@ -188,13 +188,22 @@ fn doctor_explains_this_kernel() {
     // Which figure comes from where, at each detail level (doctor runs full by default).
     assert_eq!(v["detail"], "full", "{v:#}");
     let figures = v["figures"].as_array().unwrap();
-    let figure = |name: &str| figures.iter().find(|f| f["figure"] == name).unwrap().clone();
+    let figure = |name: &str| {
+        figures
+            .iter()
+            .find(|f| f["figure"] == name)
+            .unwrap()
+            .clone()
+    };
     let recycle = figure("recycle split");
     assert!(
         recycle["light"].as_str().unwrap().contains("page_release"),
         "{recycle}"
     );
-    assert!(text.contains("figures by detail level (this run: full;"), "{text}");
+    assert!(
+        text.contains("figures by detail level (this run: full;"),
+        "{text}"
+    );
     // At --detail light the per-page hooks are left off, a choice and not a failure: named
     // so, and --strict does not count them as missing.
     let light = run(PPSCOPE, &["doctor", "--json", "--detail", "light"]);

@@ -147,6 +147,10 @@ impl ProbeConfig {
 #[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolHot {
+    /// The [`HotSlot::seq`] of the last slot occupancy of this pool on this CPU folded in
+    /// here (0: none yet). Written first-field-last and last-field-first around a fold (see
+    /// [`HotSlot`]): a copy whose `fold_head` and `fold_tail` differ raced a fold.
+    pub fold_head: u64,
     /// Calls of the page allocation entry (`page_pool_alloc_netmems` or its older names).
     pub alloc_calls: u64,
     /// Calls of the fragment allocator (`page_pool_alloc_frag_netmem`): not allocations by
@@ -185,6 +189,45 @@ pub struct PoolHot {
     /// The ring-full run in progress on this CPU.
     pub full_run: u64,
     pub empty_run: u64,
+    /// Equal to `fold_head` when no fold is in progress.
+    pub fold_tail: u64,
+}
+
+/// The per-page counts of the pool this CPU saw last (allocations, fragment allocations,
+/// recycles, pages in and out), in a per-CPU array slot: an array lookup the verifier inlines,
+/// instead of a hash lookup per page. NAPI keeps a queue's pool on one CPU, so the slot
+/// changes pools rarely; when it does, its counts are folded into the old pool's
+/// [`PoolHot`] and the slot starts again for the new one.
+///
+/// A reader copies the slot while a fold may be changing it, so the fold is bracketed: it
+/// makes `seq_end` odd first, changes the counts and the pool, then writes the new `seq`
+/// (the occupancy's number, 2, 4, …) and finally `seq_end`. A copy taken in field order
+/// whose `seq` and `seq_end` are equal and even is one whole state (stores and loads keep
+/// their order on x86; the kernel copies map values forward, word by word).
+#[repr(C)]
+#[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HotSlot {
+    pub seq: u64,
+    /// The pool whose counts these are (0: none yet).
+    pub pool: u64,
+    pub alloc_calls: u64,
+    pub frag_calls: u64,
+    pub put_calls: u64,
+    pub put_cached: u64,
+    pub put_released: u64,
+    /// The ring-full run of this pool in progress on this CPU (a switch ends it).
+    pub full_run: u64,
+    pub hold_pages: u64,
+    pub release_pages: u64,
+    pub seq_end: u64,
+}
+
+impl HotSlot {
+    /// A copy of one whole state (not one taken while a fold was changing it).
+    pub fn settled(&self) -> bool {
+        self.seq == self.seq_end && self.seq.is_multiple_of(2)
+    }
 }
 
 /// Per-pool histograms of rare events (slow path, ring-full and empty-ring runs, ring fill),
@@ -482,6 +525,7 @@ mod pod {
     // agent's tests), so any bit pattern is valid.
     unsafe impl aya::Pod for super::ProbeConfig {}
     unsafe impl aya::Pod for super::PoolHot {}
+    unsafe impl aya::Pod for super::HotSlot {}
     unsafe impl aya::Pod for super::PoolHists {}
     unsafe impl aya::Pod for super::PoolIdentity {}
     unsafe impl aya::Pod for super::SiteStats {}

@@ -5,13 +5,18 @@ use aya_ebpf::{
     maps::{LruHashMap, LruPerCpuHashMap, PerCpuArray},
 };
 use ppscope_common::{
-    site, site_stat, DeviceIdentity, DropKey, Frame, NapiCounters, PoolHists, PoolHot,
+    site, site_stat, DeviceIdentity, DropKey, Frame, HotSlot, NapiCounters, PoolHists, PoolHot,
     PoolIdentity, PoolState, PoolTeardown, SiteStats, MAX_POOLS,
 };
 
 #[map]
 pub(crate) static POOL_COUNTERS: LruPerCpuHashMap<u64, PoolHot> =
     LruPerCpuHashMap::with_max_entries(MAX_POOLS, 0);
+
+/// The per-page counts of the pool each CPU saw last (see `HotSlot`): the per-page hooks
+/// count here, and fold into `POOL_COUNTERS` only when the CPU switches pools.
+#[map]
+pub(crate) static HOT_SLOT: PerCpuArray<HotSlot> = PerCpuArray::with_max_entries(1, 0);
 
 /// Rare-event histograms per pool, shared by all CPUs (atomic adds).
 #[map]

@@ -1,13 +1,15 @@
 //! Per-pool state shared by the hooks: counters per CPU, identity, ring gauges and rare-event
 //! histograms; and per-site stats (whole-site hooks, gve polls).
 
-use ppscope_common::{PoolHot, PoolIdentity, PoolState, ProbeConfig, SiteStats};
+use core::ptr::write_volatile;
+
+use ppscope_common::{HotSlot, PoolHot, PoolIdentity, PoolState, ProbeConfig, SiteStats};
 
 use crate::{
     config,
     kmem::{driver_name, log2_bucket, pool_netdev, read_field},
     maps::{
-        POOL_COUNTERS, POOL_HISTS, POOL_IDENTITY, POOL_INSERTS, POOL_STATE, SITE_STATS,
+        HOT_SLOT, POOL_COUNTERS, POOL_HISTS, POOL_IDENTITY, POOL_INSERTS, POOL_STATE, SITE_STATS,
         ZERO_COUNTERS, ZERO_HISTS,
     },
 };
@@ -138,6 +140,97 @@ pub(crate) fn counters(pool: u64) -> Option<&'static mut PoolHot> {
         unsafe { &mut *c }
     })
 }
+
+/// The per-page counts of `pool` on this CPU: the CPU's slot (see `HotSlot`), switched to
+/// `pool` first when it holds another pool. None when the pool is not tracked (null, or
+/// filtered out by `--dev`), or when this program runs nested inside another program's
+/// switch on this CPU (an interrupt during a recycle in process context): the caller counts
+/// in the pool's hash entry ([`counters`]) then.
+///
+/// A program nested between another's `pool` check and its increment may move one count to
+/// the other pool; the hash counters had the same (rare) lost update between nested
+/// programs.
+#[inline(always)]
+pub(crate) fn hot_slot(pool: u64) -> Option<&'static mut HotSlot> {
+    if pool == 0 {
+        return None;
+    }
+    // SAFETY: this CPU's element of a per-CPU array; see above for nesting.
+    let s = unsafe { &mut *HOT_SLOT.get_ptr_mut(0)? };
+    if s.pool == pool {
+        return Some(s);
+    }
+    if s.seq_end != s.seq {
+        return None;
+    }
+    switch_slot(s, pool)
+}
+
+/// Writes in program order (LLVM keeps volatile stores in order; x86 keeps stores in order):
+/// what makes a bracketed fold readable (see `HotSlot`).
+macro_rules! put {
+    ($place:expr, $value:expr) => {
+        // SAFETY: a field of a map value this program holds.
+        unsafe { write_volatile(&mut $place, $value) }
+    };
+}
+
+/// Folds the slot's counts into its pool's hash entry (bracketed by `fold_tail` and
+/// `fold_head`), ends the pool's ring-full run, and gives the slot to `pool`.
+#[inline(always)]
+fn switch_slot(s: &'static mut HotSlot, pool: u64) -> Option<&'static mut HotSlot> {
+    // Only tracked pools take the slot: their hash entry and identity are made here.
+    counters(pool)?;
+    let seq = s.seq;
+    put!(s.seq_end, seq | 1);
+    let old = s.pool;
+    if let Some(c) = POOL_COUNTERS.get_ptr_mut(old) {
+        // SAFETY: this CPU's value of the old pool's entry.
+        let c = unsafe { &mut *c };
+        put!(c.fold_tail, seq | 1);
+        put!(c.alloc_calls, c.alloc_calls + s.alloc_calls);
+        put!(c.frag_calls, c.frag_calls + s.frag_calls);
+        put!(c.put_calls, c.put_calls + s.put_calls);
+        put!(c.put_cached, c.put_cached + s.put_cached);
+        put!(c.put_released, c.put_released + s.put_released);
+        put!(c.hold_pages, c.hold_pages + s.hold_pages);
+        put!(c.release_pages, c.release_pages + s.release_pages);
+        put!(c.fold_head, seq);
+        put!(c.fold_tail, seq);
+    }
+    if s.full_run > 0 {
+        hist_add(old, Hist::FullRun, s.full_run);
+    }
+    put!(s.alloc_calls, 0);
+    put!(s.frag_calls, 0);
+    put!(s.put_calls, 0);
+    put!(s.put_cached, 0);
+    put!(s.put_released, 0);
+    put!(s.full_run, 0);
+    put!(s.hold_pages, 0);
+    put!(s.release_pages, 0);
+    put!(s.pool, pool);
+    put!(s.seq, seq + 2);
+    put!(s.seq_end, seq + 2);
+    Some(s)
+}
+
+/// Adds one to a per-page count of `pool` on this CPU: in the slot, or in the hash entry
+/// when the slot cannot take it (see [`hot_slot`]).
+macro_rules! count_page {
+    ($pool:expr, $field:ident) => {{
+        let pool = $pool;
+        match $crate::pool::hot_slot(pool) {
+            Some(s) => s.$field += 1,
+            None => {
+                if let Some(c) = $crate::pool::counters(pool) {
+                    c.$field += 1;
+                }
+            }
+        }
+    }};
+}
+pub(crate) use count_page;
 
 /// Reads the pool's ring fill and inflight pages (rare events only: refill, slow path,
 /// release). Release is rare only while the pool is healthy: a ring-full churn (veth + XDP on

@@ -8,7 +8,7 @@
 #
 # Usage: bench-vm.sh ROUNDS SECONDS PHASES CONFIGS [STARTUPS]
 #   PHASES: comma list of floor, workload, startup
-#   CONFIGS: comma list of none, fentry, kprobe, bpftrace, funclatency
+#   CONFIGS: comma list of none, fentry, kprobe, light, bpftrace, funclatency
 #   STARTUPS: start-up measurements per tool (default 3)
 # Needs /lab/bench-probe, /lab/bursty, /lab/ppscope.o (the eBPF object); bpftrace and
 # funclatency where the configs name them.
@@ -58,6 +58,8 @@ start_tool() { # config -> 0 when running (or nothing to run)
         fentry) ppscope diagnose --duration 1h --json --backend auto >/dev/null 2>/tmp/tool.log &
             TOOL=$!; pat="watching page_pools" ;;
         kprobe) ppscope diagnose --duration 1h --json --backend kprobe >/dev/null 2>/tmp/tool.log &
+            TOOL=$!; pat="watching page_pools" ;;
+        light) ppscope diagnose --duration 1h --json --detail light >/dev/null 2>/tmp/tool.log &
             TOOL=$!; pat="watching page_pools" ;;
         bpftrace) bpftrace $BT_SCRIPT >/tmp/tool.log 2>&1 &
             TOOL=$!; pat="bpftrace-ready" ;;
@@ -123,14 +125,18 @@ run_workload() {
 }
 
 if has_phase floor; then
-    for b in fentry kprobe; do
+    # light runs beside the fentry floors: its programs' time per page is set against the
+    # empty fentry programs on the per-page functions it leaves alone.
+    for b in fentry kprobe light; do
         echo "floor-begin $b"
+        floor=$b
+        [ "$b" = light ] && floor=fentry
         if start_tool "$b"; then
             # The floor programs sit on the same functions as ppscope's, over the same packets.
             # The previous backend's file goes first: the background job truncates it only
             # when it starts, and its stale floor-ready would start the traffic too early.
             rm -f /tmp/floor.txt
-            /lab/bench-probe floor $OBJ "$b" $((2 * SECS + 4)) >/tmp/floor.txt 2>&1 &
+            /lab/bench-probe floor $OBJ "$floor" $((2 * SECS + 4)) >/tmp/floor.txt 2>&1 &
             F=$!
             poll_for /tmp/floor.txt floor-ready 1200 || true
             ip netns exec ppa iperf3 -c 198.18.0.2 -t "$SECS" >/dev/null 2>&1

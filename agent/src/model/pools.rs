@@ -55,7 +55,7 @@ pub fn pool_view(
     // Without the recycle hooks (`--detail light`, tracepoint-only kernels) every page that
     // left the pool is still seen once, by `page_release`: ring full or not recyclable (the
     // kernel's ring_full + released_refcnt), and pages of a pool being torn down.
-    let ring_full = match (cov.recycle, cov.release) {
+    let ring_full = match (cov.recycle && cov.cache_layout, cov.release) {
         (true, true) => Some(c.put_released + bulk_released),
         (false, true) => Some(c.release_pages),
         (_, false) => None,

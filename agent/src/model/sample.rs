@@ -20,7 +20,8 @@ pub struct Coverage {
     pub recycle_bulk: bool,
     pub hold: bool,
     pub release: bool,
-    /// The alloc cache's layout is known (needed to see direct recycling).
+    /// The alloc cache's layout and a page's `pp` are known: where a recycled page went (the
+    /// cache, the ring, or out of the pool) can be read after the recycle.
     pub cache_layout: bool,
     pub provider_alloc: bool,
     pub dontneed: bool,

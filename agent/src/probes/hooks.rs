@@ -185,7 +185,7 @@ pub(super) const HOOKS: &[HookDef] = &[
             "pp_put_entry",
             Some("pp_put_exit"),
         ),
-        fentry: fe(Some("fe_put_entry"), Some("fx_put_exit")),
+        fentry: fe(None, Some("fx_put_exit")),
         per_page: true,
         ..hook(
             "recycle",
@@ -378,6 +378,14 @@ pub(super) fn programs_of(def: &HookDef) -> Vec<&'static str> {
     progs
 }
 
+/// Every program a hook may attach, whatever the backend.
+#[cfg(test)]
+fn all_programs(def: &HookDef) -> Vec<&'static str> {
+    let mut progs = programs_of(def);
+    progs.extend(def.tracepoint.as_ref().map(|t| t.prog));
+    progs
+}
+
 /// Whether `detail` leaves this hook off: `light` leaves every per-page hook off.
 pub(super) fn left_off(def: &HookDef, detail: Detail) -> bool {
     def.per_page && detail == Detail::Light
@@ -401,13 +409,6 @@ mod tests {
 
     use super::*;
     use crate::{probes::EBPF_OBJECT, snapshot::ProfileBasis};
-
-    /// Every program a hook may attach, whatever the backend.
-    fn all_programs(def: &HookDef) -> Vec<&'static str> {
-        let mut progs = programs_of(def);
-        progs.extend(def.tracepoint.as_ref().map(|t| t.prog));
-        progs
-    }
 
     #[test]
     fn hook_table_programs_are_all_in_the_built_object() {

@@ -18,6 +18,7 @@ use ppscope_common::ProbeConfig;
 mod attach;
 mod batch;
 mod hooks;
+mod hot_slot;
 pub mod lab;
 mod modules;
 mod read;
@@ -195,8 +196,13 @@ impl Probes {
             recycle_bulk: on("recycle_bulk"),
             hold: on("page_hold"),
             release: on("page_release"),
-            cache_layout: config.offsets.pool_alloc_count != ppscope_common::OFFSET_UNKNOWN
-                && config.offsets.pool_alloc_cache != ppscope_common::OFFSET_UNKNOWN,
+            cache_layout: [
+                config.offsets.pool_alloc_count,
+                config.offsets.pool_alloc_cache,
+                config.offsets.page_pp,
+            ]
+            .iter()
+            .all(|o| *o != ppscope_common::OFFSET_UNKNOWN),
             provider_alloc: on("provider_alloc"),
             dontneed: on("devmem_dontneed"),
             devmem_free: on("devmem_free"),

@@ -7,11 +7,11 @@ use aya::{
     Pod,
 };
 use ppscope_common::{
-    site_stat, DeviceIdentity, DropKey, NapiCounters, PoolHists, PoolHot, PoolIdentity, PoolState,
-    PoolTeardown, SiteStats,
+    site_stat, DeviceIdentity, DropKey, HotSlot, NapiCounters, PoolHists, PoolHot, PoolIdentity,
+    PoolState, PoolTeardown, SiteStats,
 };
 
-use super::{batch, Probes};
+use super::{batch, hot_slot, Probes};
 use crate::model::{accumulate_site, ProgramRuntime, RawPool, RawSample};
 
 impl Probes {
@@ -24,11 +24,24 @@ impl Probes {
         };
         let cpus = aya::util::nr_cpus().map_err(|(what, e)| anyhow::anyhow!("{what}: {e}"))?;
 
+        // The slots, the hash, the slots again: see `hot_slot` for why in this order.
+        let slots = map("HOT_SLOT")?;
+        let before = settled_slots(slots)?;
+        let counters_map = map("POOL_COUNTERS")?;
+        let rows = all_per_cpu::<u64, PoolHot>(counters_map, cpus)?;
+        let after = settled_slots(slots)?;
         let mut pools: HashMap<u64, RawPool> = HashMap::new();
-        for (pool, per_cpu) in all_per_cpu::<u64, PoolHot>(map("POOL_COUNTERS")?, cpus)? {
+        for (pool, mut per_cpu) in rows {
+            if !per_cpu.iter().all(hot_slot::settled) {
+                per_cpu = settled_entry(counters_map, pool).unwrap_or(per_cpu);
+            }
             let entry = pools.entry(pool).or_default();
-            for c in &per_cpu {
-                entry.counters.add_hot(c);
+            for (cpu, c) in per_cpu.iter().enumerate() {
+                let mut c = *c;
+                if let (Some(b), Some(a)) = (before.get(cpu), after.get(cpu)) {
+                    hot_slot::fold(&mut c, pool, b, a);
+                }
+                entry.counters.add_hot(&c);
             }
         }
         for (pool, h) in all::<u64, PoolHists>(map("POOL_HISTS")?)? {
@@ -136,6 +149,37 @@ impl Probes {
         }
         Some(total)
     }
+}
+
+/// How often a copy taken while a fold was writing it is taken again: a fold is a few dozen
+/// stores, so a second copy is almost always whole; past this the last copy is used.
+const SETTLE_TRIES: usize = 32;
+
+/// Every CPU's slot (see `hot_slot`), copied again while any copy caught a fold.
+fn settled_slots(map: &Map) -> Result<Vec<HotSlot>> {
+    let slots: PerCpuArray<_, HotSlot> = PerCpuArray::try_from(map)?;
+    let mut copy: Vec<HotSlot> = slots.get(&0, 0)?.iter().copied().collect();
+    for _ in 1..SETTLE_TRIES {
+        if copy.iter().all(HotSlot::settled) {
+            break;
+        }
+        copy = slots.get(&0, 0)?.iter().copied().collect();
+    }
+    Ok(copy)
+}
+
+/// One pool's per-CPU counters copied again until no CPU's copy caught a fold; None when the
+/// entry is gone.
+fn settled_entry(map: &Map, pool: u64) -> Option<Vec<PoolHot>> {
+    let typed: PerCpuHashMap<_, u64, PoolHot> = PerCpuHashMap::try_from(map).ok()?;
+    let mut copy: Vec<PoolHot> = typed.get(&pool, 0).ok()?.iter().copied().collect();
+    for _ in 1..SETTLE_TRIES {
+        if copy.iter().all(hot_slot::settled) {
+            break;
+        }
+        copy = typed.get(&pool, 0).ok()?.iter().copied().collect();
+    }
+    Some(copy)
 }
 
 /// Every entry of a hash map: in batches where the kernel does them ([`batch`]), else one by

@@ -9,13 +9,11 @@ use aya_ebpf::{
     programs::{FEntryContext, ProbeContext},
 };
 
-use crate::{kmem::arg, pool::counters};
+use crate::{kmem::arg, pool::count_page};
 
 #[inline(always)]
 fn on_alloc(pool: u64) {
-    if let Some(c) = counters(pool) {
-        c.alloc_calls += 1;
-    }
+    count_page!(pool, alloc_calls);
 }
 
 #[kprobe]

@@ -8,13 +8,11 @@ use aya_ebpf::{
     programs::{FEntryContext, ProbeContext},
 };
 
-use crate::{kmem::arg, pool::counters};
+use crate::{kmem::arg, pool::count_page};
 
 #[inline(always)]
 fn on_alloc_frag(pool: u64) {
-    if let Some(c) = counters(pool) {
-        c.frag_calls += 1;
-    }
+    count_page!(pool, frag_calls);
 }
 
 #[kprobe]

@@ -14,22 +14,18 @@ use ppscope_common::site;
 use crate::{
     frames::frame,
     kmem::arg,
-    pool::{counters, record_state},
+    pool::{count_page, record_state},
 };
 
 #[inline(always)]
 fn on_release(pool: u64) {
-    if let Some(c) = counters(pool) {
-        c.release_pages += 1;
-    }
+    count_page!(pool, release_pages);
     record_state(pool);
-    // Tell an open recycle frame of this task that its page left the pool.
-    let me = bpf_get_current_pid_tgid();
-    for s in [site::PUT, site::BULK] {
-        if let Some(f) = frame(s) {
-            if f.pid_tgid == me && f.pool == pool {
-                f.released += 1;
-            }
+    // Tell an open bulk-recycle frame of this task that one of its pages left the pool (a
+    // single recycle sees that by itself: see `recycle`).
+    if let Some(f) = frame(site::BULK) {
+        if f.pid_tgid == bpf_get_current_pid_tgid() && f.pool == pool {
+            f.released += 1;
         }
     }
 }

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use super::report::{AgentRow, ProbeCostRow, SimRow, StartupRow};
+use super::report::{AgentRow, LightCostRow, ProbeCostRow, SimRow, StartupRow};
 use super::{BenchArgs, Results, Spread, Tools};
 
 const NS_A: &str = "ppbench-a";
@@ -160,11 +160,12 @@ pub const HOOK_PROGS: &[HookProgs] = &[
         ours: &["fe_alloc_frag"],
         floor: &["bench_fe_frag"],
     },
+    // fexit alone carries the recycle (it sees the arguments): set against an empty fexit.
     HookProgs {
         backend: "fentry",
         hook: "recycle",
-        ours: &["fe_put_entry", "fx_put_exit"],
-        floor: &["bench_fe_put", "bench_fx_put"],
+        ours: &["fx_put_exit"],
+        floor: &["bench_fx_put"],
     },
     HookProgs {
         backend: "kprobe",
@@ -230,6 +231,46 @@ pub fn per_call(
         calls = calls.min(runs);
     }
     Some((calls, total))
+}
+
+/// The `--detail light` row from windows where it ran beside the fentry floors: the run time
+/// of every ppscope program per page allocated (the floor's allocation calls) against the
+/// empty fentry programs on the allocation and recycle functions, per page.
+pub fn light_cost_row(place: &str, windows: &[String], res: &mut Results) {
+    let (mut ours, mut floor, mut pages) = (Vec::new(), Vec::new(), 0u64);
+    for w in windows {
+        // ppscope's programs, as `bench-probe` read them from the object.
+        let ours_names: Vec<&str> = w
+            .lines()
+            .filter_map(|l| l.strip_prefix("ppscope-prog "))
+            .collect();
+        let m = parse_prog_lines(w);
+        let (Some((allocs, alloc_ns)), Some((_, put_ns))) = (
+            per_call(&m, &["bench_fe_alloc"]),
+            per_call(&m, &["bench_fe_put"]),
+        ) else {
+            continue;
+        };
+        let total_ns: u64 = m
+            .iter()
+            .filter(|(name, _)| ours_names.contains(&name.as_str()))
+            .map(|(_, (_, ns))| ns)
+            .sum();
+        ours.push(total_ns as f64 / allocs as f64);
+        floor.push(alloc_ns + put_ns);
+        pages += allocs;
+    }
+    match (Spread::of(&ours), Spread::of(&floor)) {
+        (Some(o), Some(f)) => res.light_cost.push(LightCostRow {
+            place: place.to_string(),
+            pages,
+            ours: o,
+            floor: f,
+        }),
+        _ => res.probe_cost_notes.push(format!(
+            "{place}, --detail light: the empty fentry programs on allocation and recycle saw no calls"
+        )),
+    }
 }
 
 /// Collects rows for `backend` from several windows of `bench-probe floor` output.

@@ -75,6 +75,7 @@ pub struct Tools {
 pub struct Results {
     pub probe_cost: Vec<report::ProbeCostRow>,
     pub probe_cost_notes: Vec<String>,
+    pub light_cost: Vec<report::LightCostRow>,
     pub workload: Vec<report::WorkloadRow>,
     pub workload_notes: Vec<String>,
     pub agent: Vec<report::AgentRow>,

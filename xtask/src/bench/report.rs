@@ -18,6 +18,16 @@ pub struct ProbeCostRow {
     pub floor: Spread,
 }
 
+/// `--detail light`: every ppscope program's run time per page, against the empty fentry
+/// programs on the per-page allocation and recycle functions (per page).
+#[derive(Debug, Clone)]
+pub struct LightCostRow {
+    pub place: String,
+    pub pages: u64,
+    pub ours: Spread,
+    pub floor: Spread,
+}
+
 #[derive(Debug, Clone)]
 pub struct WorkloadRow {
     pub workload: String,
@@ -57,6 +67,10 @@ pub struct SimRow {
 
 /// Probe body target: ppscope's per-event run time at most this many times the floor's.
 pub const BODY_RATIO_TARGET: f64 = 1.25;
+
+/// `--detail light` target: ppscope's BPF time per page at most this share of the empty
+/// fentry programs on allocation and recycle.
+pub const LIGHT_RATIO_TARGET: f64 = 0.25;
 
 /// Why the agent misses its 1,000-pool targets (from `agent/src/source/live.rs` and `agent/src/advice/` as of this suite).
 const AGENT_WHY: &str = "\
@@ -172,15 +186,16 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
     }
     s.push('\n');
 
-    if !r.probe_cost.is_empty() || !r.probe_cost_notes.is_empty() {
+    if !r.probe_cost.is_empty() || !r.probe_cost_notes.is_empty() || !r.light_cost.is_empty() {
         let _ = writeln!(s, "## 1. Cost per hot-path event, per backend\n");
         let _ = writeln!(
             s,
             "BPF run time per event (kernel `run_time_ns / run_cnt` with `BPF_ENABLE_STATS`) of \
              ppscope's programs on a hook, next to an empty program of the same backend on the \
              same hook over the same packets (the floor: entering and leaving a program, stats \
-             accounting included). Recycle is an entry + exit pair on both sides. Target: \
-             ppscope ≤ {BODY_RATIO_TARGET}× the floor.\n"
+             accounting included). The kprobe recycle is an entry + exit pair on both sides; \
+             the fentry recycle is one fexit program (it sees the arguments), set against an \
+             empty fexit. Target: ppscope ≤ {BODY_RATIO_TARGET}× the floor.\n"
         );
         let _ = writeln!(s, "| where | backend | hook | events | ppscope ns/event | empty ns/event | ratio | target |");
         let _ = writeln!(s, "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |");
@@ -198,6 +213,30 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
                 ratio,
                 yes(ratio <= BODY_RATIO_TARGET)
             );
+        }
+        if !r.light_cost.is_empty() {
+            let _ = writeln!(
+                s,
+                "\n`--detail light` (the default of `agent` and `top`): the run time of all of \
+                 ppscope's programs per page allocated, against empty fentry programs on the \
+                 allocation and recycle functions per page, over the same packets. Target: \
+                 ≤ {LIGHT_RATIO_TARGET}× the empty pair.\n"
+            );
+            let _ = writeln!(s, "| where | pages | ppscope light ns/page | empty alloc + recycle ns/page | ratio | target |");
+            let _ = writeln!(s, "| --- | ---: | ---: | ---: | ---: | --- |");
+            for p in &r.light_cost {
+                let ratio = p.ours.median / p.floor.median;
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {} | {} | {:.2}× | {} |",
+                    p.place,
+                    p.pages,
+                    p.ours.show(1),
+                    p.floor.show(0),
+                    ratio,
+                    yes(ratio <= LIGHT_RATIO_TARGET)
+                );
+            }
         }
         for n in &r.probe_cost_notes {
             let _ = writeln!(s, "\n- {n}");
@@ -223,7 +262,9 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
              no-probes run of the same round, then the median over rounds (a slowdown of the \
              whole machine during one round moves both sides); a negative loss is a gain. \
              CPU is % of one guest CPU, all CPUs summed. Targets: ≤ 2% loss with \
-             fentry, ≤ 5% with kprobes, less than bpftrace's. These are TCG figures.\n"
+             fentry, ≤ 5% with kprobes, less than bpftrace's; with `--detail light`, within \
+             the no-probes run's own spread and less than funclatency's. These are TCG \
+             figures.\n"
         );
         for w in ["virtio", "veth", "bursty"] {
             let rows: Vec<&WorkloadRow> = r.workload.iter().filter(|x| x.workload == w).collect();
@@ -235,6 +276,15 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
                 .iter()
                 .find(|x| x.config == "bpftrace")
                 .and_then(|x| loss_of(x));
+            let fl_loss = rows
+                .iter()
+                .find(|x| x.config == "funclatency")
+                .and_then(|x| loss_of(x));
+            // The no-probes run's own spread between rounds: a loss inside it is noise.
+            let noise = rows
+                .iter()
+                .find(|x| x.config == "none")
+                .map(|x| x.mbps.rel_spread());
             let _ = writeln!(s, "**{w}**\n");
             let _ = writeln!(
                 s,
@@ -253,6 +303,18 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
                         "≤ 5%: {}{}",
                         yes(l <= 0.05),
                         bt_loss.map_or(String::new(), |b| format!("; < bpftrace: {}", yes(l < b)))
+                    ),
+                    ("light", Some(l)) => format!(
+                        "{}{}",
+                        noise.map_or(String::new(), |n| format!(
+                            "within no-probes noise (±{:.0}%): {}",
+                            n * 100.0,
+                            yes(l <= n)
+                        )),
+                        fl_loss.map_or(String::new(), |f| format!(
+                            "; < funclatency: {}",
+                            yes(l < f)
+                        ))
                     ),
                     _ => String::new(),
                 };
@@ -461,6 +523,7 @@ fn label(config: &str) -> &str {
         "none" => "no probes",
         "fentry" => "ppscope (auto: fentry)",
         "kprobe" => "ppscope --backend kprobe",
+        "light" => "ppscope --detail light (auto)",
         "bpftrace" => "bpftrace (per-pool counts + slow-path hist)",
         "funclatency" => "funclatency (slow path)",
         other => other,

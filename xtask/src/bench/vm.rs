@@ -52,7 +52,7 @@ pub fn run(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
     }
     let rounds = args.rounds.unwrap_or(if args.quick { 1 } else { 3 });
     let secs = if args.quick { 2 } else { 4 };
-    let mut configs = vec!["none", "fentry", "kprobe"];
+    let mut configs = vec!["none", "fentry", "kprobe", "light"];
     let mut run = VmRun::new(crate::workspace_root().join("xtask/vm-tests/bench-vm.sh"));
     run.ppscope = Ppscope::Path(tools.ppscope.clone());
     run.extra
@@ -120,6 +120,14 @@ pub fn parse(output: &str, configs: &[&str], res: &mut Results) {
             }
             host::cost_rows("VM (TCG)", backend, &[body.to_string()], res);
         }
+    }
+    // --detail light: all of ppscope's programs per page against the empty fentry programs
+    // on the per-page functions (allocation and recycle), over the same packets.
+    let begin = "floor-begin light\n";
+    if let Some(i) = output.find(begin) {
+        let rest = &output[i + begin.len()..];
+        let body = &rest[..rest.find("floor-end light").unwrap_or(rest.len())];
+        host::light_cost_row("VM (TCG)", &[body.to_string()], res);
     }
     // (workload, config, round, Mbit/s, CPU %)
     let mut samples: Vec<(String, String, String, f64, f64)> = Vec::new();
@@ -217,5 +225,21 @@ tool-error bpftrace ERROR: boom\nstartup ppscope-fentry 812.5\n";
         assert!(r.workload[0].ratio.is_none());
         assert!(r.workload_notes.iter().any(|n| n.contains("boom")));
         assert_eq!(r.startup[0].ms.median, 812.5);
+    }
+
+    /// The light window: every ppscope program of the object counts, per page (the empty
+    /// alloc program's calls), the lab's XDP and the floors themselves do not.
+    #[test]
+    fn the_light_row_sums_ppscope_programs_per_page() {
+        let out = "floor-begin light\nppscope-prog fx_refill\nppscope-prog tp_state_releas\n\
+ppscope-prog fx_slow_exit\nppscope-prog fx_put_exit\nfloor-ready\n\
+prog bench_fe_alloc 1000 100000\nprog bench_fe_put 1000 120000\nprog xdp_pass 5000 900000\n\
+prog fx_refill 16 8000\nprog tp_state_releas 10 2000\nprog fx_slow_exit 2 4000\nfloor-end light\n";
+        let mut r = Results::default();
+        parse(out, &[], &mut r);
+        let light = &r.light_cost[0];
+        assert_eq!(light.pages, 1000);
+        assert_eq!(light.ours.median, 14.0);
+        assert_eq!(light.floor.median, 220.0);
     }
 }

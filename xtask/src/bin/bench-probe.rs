@@ -6,7 +6,8 @@
 //! - `bench-probe floor OBJECT BACKEND SECONDS`: attaches the empty programs of BACKEND
 //!   (`fentry`, `kprobe` or `tracepoint`) to the hot hooks, keeps `BPF_ENABLE_STATS` on for
 //!   SECONDS, then prints `prog NAME RUNS RUN_NS` for every program on the system that ran
-//!   (ppscope's, running beside it, and the empty floors), and `floor-attached HOOK` lines.
+//!   (ppscope's, running beside it, and the empty floors), `floor-attached HOOK` lines, and
+//!   first a `ppscope-prog NAME` line for each of ppscope's own programs in the object.
 //! - `bench-probe xdp OBJECT DEV...`: attaches `xdp_pass` to every DEV (gives each veth its
 //!   page_pools), prints `attached N`, and holds them until killed.
 //! - `bench-probe udp ADDR...`: sends one datagram to port 9 of every ADDR (the first packet
@@ -51,6 +52,13 @@ fn first_present(syms: &str, names: &[&'static str]) -> Option<&'static str> {
 fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
     let data = fs::read(object).with_context(|| format!("reading {object}"))?;
     let mut ebpf = Ebpf::load(&data).context("loading the eBPF object")?;
+    // ppscope's own programs (the object's, but the floors and the lab's XDP pass), by the
+    // name the kernel keeps (15 bytes): what a window's run time of ppscope sums.
+    for (name, _) in ebpf.programs() {
+        if !name.starts_with("bench_") && name != "xdp_pass" {
+            println!("ppscope-prog {}", name.chars().take(15).collect::<String>());
+        }
+    }
     let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime)
         .context("BPF_ENABLE_STATS refused: no run-time figures")?;
     let syms = kallsyms();

@@ -141,29 +141,37 @@ pub(crate) fn counters(pool: u64) -> Option<&'static mut PoolHot> {
     })
 }
 
-/// The per-page counts of `pool` on this CPU: the CPU's slot (see `HotSlot`), switched to
-/// `pool` first when it holds another pool. None when the pool is not tracked (null, or
-/// filtered out by `--dev`), or when this program runs nested inside another program's
-/// switch on this CPU (an interrupt during a recycle in process context): the caller counts
-/// in the pool's hash entry ([`counters`]) then.
+/// Where a per-page count of a pool goes on this CPU.
+pub(crate) enum Hot {
+    /// The CPU's slot, which holds this pool (see `HotSlot`).
+    Slot(&'static mut HotSlot),
+    /// The pool's hash entry: the slot is being switched by a program this one interrupted
+    /// (a softirq during a recycle in process context).
+    Entry(&'static mut PoolHot),
+}
+
+/// Where to count a page of `pool` on this CPU: the CPU's slot, switched to `pool` first when
+/// it holds another pool. None when the pool is not tracked (null, or filtered out by
+/// `--dev`). The hash lookup (and the identity read on first sight) happens only on a switch,
+/// once per program (it is inlined into every per-page program, whose size is what the
+/// verifier pays for at start-up).
 ///
 /// A program nested between another's `pool` check and its increment may move one count to
 /// the other pool; the hash counters had the same (rare) lost update between nested
 /// programs.
 #[inline(always)]
-pub(crate) fn hot_slot(pool: u64) -> Option<&'static mut HotSlot> {
-    if pool == 0 {
-        return None;
-    }
+pub(crate) fn hot(pool: u64) -> Option<Hot> {
     // SAFETY: this CPU's element of a per-CPU array; see above for nesting.
     let s = unsafe { &mut *HOT_SLOT.get_ptr_mut(0)? };
-    if s.pool == pool {
-        return Some(s);
+    if s.pool == pool && pool != 0 {
+        return Some(Hot::Slot(s));
     }
+    let c = counters(pool)?;
     if s.seq_end != s.seq {
-        return None;
+        return Some(Hot::Entry(c));
     }
-    switch_slot(s, pool)
+    switch_slot(s, pool);
+    Some(Hot::Slot(s))
 }
 
 /// Writes in program order (LLVM keeps volatile stores in order; x86 keeps stores in order):
@@ -178,9 +186,7 @@ macro_rules! put {
 /// Folds the slot's counts into its pool's hash entry (bracketed by `fold_tail` and
 /// `fold_head`), ends the pool's ring-full run, and gives the slot to `pool`.
 #[inline(always)]
-fn switch_slot(s: &'static mut HotSlot, pool: u64) -> Option<&'static mut HotSlot> {
-    // Only tracked pools take the slot: their hash entry and identity are made here.
-    counters(pool)?;
+fn switch_slot(s: &mut HotSlot, pool: u64) {
     let seq = s.seq;
     put!(s.seq_end, seq | 1);
     let old = s.pool;
@@ -212,21 +218,22 @@ fn switch_slot(s: &'static mut HotSlot, pool: u64) -> Option<&'static mut HotSlo
     put!(s.pool, pool);
     put!(s.seq, seq + 2);
     put!(s.seq_end, seq + 2);
-    Some(s)
 }
 
-/// Adds one to a per-page count of `pool` on this CPU: in the slot, or in the hash entry
-/// when the slot cannot take it (see [`hot_slot`]).
+/// Adds one to a per-page count of `pool` on this CPU (see [`hot`]); evaluates to the count
+/// after the add (0 for an untracked pool).
 macro_rules! count_page {
     ($pool:expr, $field:ident) => {{
-        let pool = $pool;
-        match $crate::pool::hot_slot(pool) {
-            Some(s) => s.$field += 1,
-            None => {
-                if let Some(c) = $crate::pool::counters(pool) {
-                    c.$field += 1;
-                }
+        match $crate::pool::hot($pool) {
+            Some($crate::pool::Hot::Slot(s)) => {
+                s.$field += 1;
+                s.$field
             }
+            Some($crate::pool::Hot::Entry(c)) => {
+                c.$field += 1;
+                c.$field
+            }
+            None => 0,
         }
     }};
 }

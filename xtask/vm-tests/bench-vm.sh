@@ -176,6 +176,8 @@ if has_phase startup; then
             awk '/startup-ms/ { print "startup ppscope-fentry " $2 } /bench-probe:/ { print "tool-error startup-ppscope " $0 }'
         /lab/bench-probe startup 120 "watching page_pools" ppscope diagnose --duration 1h --backend kprobe 2>&1 |
             awk '/startup-ms/ { print "startup ppscope-kprobe " $2 } /bench-probe:/ { print "tool-error startup-ppscope-kprobe " $0 }'
+        /lab/bench-probe startup 120 "watching page_pools" ppscope diagnose --duration 1h --detail light 2>&1 |
+            awk '/startup-ms/ { print "startup ppscope-light " $2 } /bench-probe:/ { print "tool-error startup-ppscope-light " $0 }'
         if command -v bpftrace >/dev/null; then
             /lab/bench-probe startup 120 bpftrace-ready bpftrace $BT_SCRIPT 2>&1 |
                 awk '/startup-ms/ { print "startup bpftrace " $2 } /bench-probe:/ { print "tool-error startup-bpftrace " $0 }'

@@ -14,6 +14,18 @@ pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 /// Members one offset query may look at (see `walk`).
 const WALK_BUDGET: u32 = 1 << 16;
 
+/// The bytes of a kernel BTF file (`/sys/kernel/btf/vmlinux`): read once at start-up and
+/// parsed by both btf-rs (offsets, here) and aya (its loader and fentry attach), each parse
+/// of a separate read cost a pass over ~1,400 sysfs reads.
+pub fn read(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| {
+        format!(
+            "cannot read the kernel's BTF at {} (needs CONFIG_DEBUG_INFO_BTF)",
+            path.display()
+        )
+    })
+}
+
 /// The kernel's type information, loaded once.
 pub struct KernelBtf {
     btf: Btf,
@@ -29,21 +41,20 @@ pub struct ResolvedField {
 }
 
 impl KernelBtf {
+    /// Read whole, then parsed from memory: btf-rs's file reader seeks for every type (some
+    /// 130,000 `lseek` calls for vmlinux), which cost most of the start-up under the VM lab's
+    /// emulated CPUs.
     pub fn load(path: &Path) -> Result<Self> {
-        let btf = Btf::from_file(path).with_context(|| {
-            format!(
-                "cannot read the kernel's BTF at {} (needs CONFIG_DEBUG_INFO_BTF)",
-                path.display()
-            )
-        })?;
-        Ok(Self { btf })
+        Self::from_bytes(&read(path)?)
+            .with_context(|| format!("the kernel's BTF at {} does not parse", path.display()))
     }
 
     /// A module's split BTF (`/sys/kernel/btf/<module>`) on top of vmlinux's.
     pub fn load_module(base: &KernelBtf, module: &str) -> Result<Self> {
         let path = format!("/sys/kernel/btf/{module}");
-        let btf = Btf::from_split_file(&path, &base.btf)
-            .with_context(|| format!("cannot read {path} (module not loaded?)"))?;
+        let what = || format!("cannot read {path} (module not loaded?)");
+        let bytes = std::fs::read(&path).with_context(what)?;
+        let btf = Btf::from_split_bytes(&bytes, &base.btf).with_context(what)?;
         Ok(Self { btf })
     }
 

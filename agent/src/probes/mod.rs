@@ -29,7 +29,7 @@ use modules::{hooked_modules, loaded_modules, module_generation, ModuleGeneratio
 
 use crate::{
     host::{
-        btf::{KernelBtf, ResolvedField, VMLINUX_BTF},
+        btf::{self, KernelBtf, ResolvedField, VMLINUX_BTF},
         system::{self, Symbols},
     },
     model::{Coverage, SourceFacts},
@@ -146,7 +146,10 @@ impl Probes {
         if let Some(msg) = system::missing_privilege(system::effective_caps()) {
             return Err(anyhow!(msg));
         }
-        let btf = KernelBtf::load(Path::new(VMLINUX_BTF))?;
+        // kallsyms is read while BTF is parsed and the programs load: each is a large part of
+        // the start-up under the VM lab's emulated CPUs, and neither needs the other.
+        let symbols = std::thread::spawn(Symbols::load);
+        let (btf, aya_btf) = kernel_btf()?;
         let (mut offsets, mut fields) = btf.kernel_offsets();
         if let Ok(gve) = KernelBtf::load_module(&btf, "gve") {
             let (o, f) = gve.gve_offsets();
@@ -164,18 +167,24 @@ impl Probes {
                 .find(|(_, name)| name.as_str() == "SKB_CONSUMED")
                 .map_or(u32::MAX, |(v, _)| *v),
         };
-        let mut loader = EbpfLoader::new();
-        loader.override_global("PPSCOPE_CONFIG", &config, true);
-        for name in PER_POOL_MAPS {
-            loader.map_max_entries(name, opts.map_capacity);
-        }
-        let mut ebpf = loader.load(EBPF_OBJECT).map_err(|e| load_error(&e))?;
+        let mut ebpf = {
+            let mut loader = EbpfLoader::new();
+            // The kernel BTF already parsed, not a second read and parse of its own.
+            loader.btf(aya_btf.as_ref());
+            loader.override_global("PPSCOPE_CONFIG", &config, true);
+            for name in PER_POOL_MAPS {
+                loader.map_max_entries(name, opts.map_capacity);
+            }
+            loader.load(EBPF_OBJECT).map_err(|e| load_error(&e))?
+        };
         let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
-
+        let symbols = symbols
+            .join()
+            .map_err(|_| anyhow!("reading kallsyms panicked"))??;
         let ctx = AttachContext {
-            symbols: Symbols::load()?,
+            symbols,
             btf,
-            aya_btf: Btf::from_sys_fs().ok(),
+            aya_btf,
         };
         let mut hooks = Vec::new();
         for def in HOOKS {
@@ -251,11 +260,11 @@ impl Probes {
             if now == before {
                 continue;
             }
-            let ctx = match (Symbols::load(), KernelBtf::load(Path::new(VMLINUX_BTF))) {
-                (Ok(symbols), Ok(btf)) => AttachContext {
+            let ctx = match (Symbols::load(), kernel_btf()) {
+                (Ok(symbols), Ok((btf, aya_btf))) => AttachContext {
                     symbols,
                     btf,
-                    aya_btf: Btf::from_sys_fs().ok(),
+                    aya_btf,
                 },
                 (Err(e), _) | (_, Err(e)) => {
                     // Not recorded as seen: the next refresh tries again.
@@ -303,6 +312,15 @@ impl Probes {
         }
         changes
     }
+}
+
+/// vmlinux BTF read once, parsed for the offsets (btf-rs) and for aya (loading, and the
+/// fentry/fexit attach targets; None when aya cannot parse it: fentry is then refused).
+fn kernel_btf() -> Result<(KernelBtf, Option<Btf>)> {
+    let bytes = btf::read(Path::new(VMLINUX_BTF))?;
+    let ours = KernelBtf::from_bytes(&bytes)?;
+    let aya_btf = Btf::parse(&bytes, aya::Endianness::default()).ok();
+    Ok((ours, aya_btf))
 }
 
 /// "alloc, refill, … (fentry: the kernel refuses …; kprobe: no kprobes)": the hooks, then each

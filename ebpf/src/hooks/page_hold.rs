@@ -12,7 +12,7 @@ use aya_ebpf::{
 
 use crate::{
     kmem::arg,
-    pool::{counters, hot_slot, refresh_device},
+    pool::{count_page, refresh_device},
 };
 
 #[inline(always)]
@@ -20,20 +20,7 @@ fn on_hold(pool: u64) {
     // Pages enter a pool by the thousand under churn: the device is checked on the first page
     // of a pool since this CPU's slot took it and every 64th after (at every page it tripled
     // this program's cost; BENCHMARKS.md), still within one slow-path batch of a new pool.
-    let held = match hot_slot(pool) {
-        Some(s) => {
-            s.hold_pages += 1;
-            s.hold_pages
-        }
-        None => match counters(pool) {
-            Some(c) => {
-                c.hold_pages += 1;
-                c.hold_pages
-            }
-            None => 0,
-        },
-    };
-    if held % 64 == 1 {
+    if count_page!(pool, hold_pages) % 64 == 1 {
         refresh_device(pool);
     }
 }

@@ -19,7 +19,7 @@ use crate::{
     config,
     frames::{close_frame, open_frame},
     kmem::{arg, read_field},
-    pool::{close_run, counters, hist_add, hot_slot, Hist},
+    pool::{close_run, hist_add, hot, Hist, Hot},
 };
 
 /// Direct recycling pushes the page on top of the alloc cache, and nothing can pop it before
@@ -48,8 +48,8 @@ fn on_put_exit(pool: u64, netmem: u64) {
     let kept =
         o.page_pp == OFFSET_UNKNOWN || read_field::<u64>(netmem & !1, o.page_pp) == Some(pool);
     let cached = kept && on_top_of_cache(pool, netmem, o);
-    match hot_slot(pool) {
-        Some(s) => {
+    match hot(pool) {
+        Some(Hot::Slot(s)) => {
             s.put_calls += 1;
             if !kept {
                 s.put_released += 1;
@@ -62,10 +62,7 @@ fn on_put_exit(pool: u64, netmem: u64) {
             }
             s.put_cached += cached as u64;
         }
-        None => {
-            let Some(c) = counters(pool) else {
-                return;
-            };
+        Some(Hot::Entry(c)) => {
             c.put_calls += 1;
             if !kept {
                 c.put_released += 1;
@@ -75,6 +72,7 @@ fn on_put_exit(pool: u64, netmem: u64) {
             close_run(pool, &mut c.full_run, Hist::FullRun);
             c.put_cached += cached as u64;
         }
+        None => {}
     }
 }
 

@@ -35,7 +35,7 @@ pub struct BenchArgs {
     /// simulator).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
-    /// Use this ppscope binary instead of building it (its eBPF object is looked up beside
+    /// Use this ppscope binary instead of building one (`cargo build --release`; its eBPF object is looked up beside
     /// it, or given with --object).
     #[arg(long, value_name = "PATH")]
     pub ppscope: Option<PathBuf>,
@@ -143,7 +143,7 @@ pub fn collect(args: &BenchArgs) -> Result<Results> {
 fn tools(args: &BenchArgs) -> Result<Tools> {
     let ppscope = match &args.ppscope {
         Some(p) => p.clone(),
-        None => crate::vm::build_ppscope()?,
+        None => crate::vm::build_ppscope_profile(true)?,
     };
     let object = match &args.object {
         Some(o) => o.clone(),

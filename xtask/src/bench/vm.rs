@@ -182,7 +182,12 @@ pub fn parse(output: &str, configs: &[&str], res: &mut Results) {
             }
         }
     }
-    for tool in ["ppscope-fentry", "ppscope-kprobe", "bpftrace"] {
+    for tool in [
+        "ppscope-fentry",
+        "ppscope-kprobe",
+        "ppscope-light",
+        "bpftrace",
+    ] {
         let v: Vec<f64> = output
             .lines()
             .filter_map(|l| l.strip_prefix(&format!("startup {tool} ")))
@@ -194,6 +199,9 @@ pub fn parse(output: &str, configs: &[&str], res: &mut Results) {
                 tool: match tool {
                     "ppscope-fentry" => "ppscope diagnose (auto: fentry)".into(),
                     "ppscope-kprobe" => "ppscope diagnose --backend kprobe".into(),
+                    "ppscope-light" => {
+                        "ppscope diagnose --detail light (agent and top's level)".into()
+                    }
                     _ => "bpftrace, same hooks (kprobes)".into(),
                 },
                 ms: s,

@@ -472,11 +472,22 @@ pub fn pools_in_metrics(text: &str) -> usize {
 const STEADY_AFTER: Duration = Duration::from_secs(62);
 
 /// Agent cost with N real pools: CPU per second over a window, RSS, pools it exports.
+/// The pool map's size for `pools` pools: the default (4,096) where it holds them, as users
+/// run it, else the next power of two above twice the count (what README tells users to set).
+pub fn map_capacity(pools: usize) -> u32 {
+    let default = 4096;
+    if pools * 2 <= default {
+        default as u32
+    } else {
+        (pools * 2).next_power_of_two() as u32
+    }
+}
+
 pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
     let counts: &[usize] = if args.quick {
         &[1, 10]
     } else {
-        &[1, 100, 1000]
+        &[1, 100, 1000, 10_000]
     };
     // A minute, as an always-on agent is judged (issue 15's target), every pool receiving.
     let window: u64 = if args.quick { 3 } else { 60 };
@@ -493,6 +504,7 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
         let port = 19464;
         let dir = tempdir("agent")?;
         let log = dir.join("agent.err");
+        let capacity = map_capacity(n);
         let pid = lab.spawn(
             Command::new(&tools.ppscope)
                 .args([
@@ -501,6 +513,8 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
                     "1s",
                     "--listen",
                     &format!("127.0.0.1:{port}"),
+                    "--map-capacity",
+                    &capacity.to_string(),
                 ])
                 .stdout(Stdio::null())
                 .stderr(std::fs::File::create(&log)?),
@@ -576,7 +590,7 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
         if n == *counts.last().unwrap() {
             // The dashboard on the same pools, alone (the agent has stopped): a real terminal
             // (tmux, 120×40), live source, 1 s refresh.
-            match top_cost(tools, warm, window) {
+            match top_cost(tools, warm, window, capacity) {
                 Ok((cpu, rss_mb)) => res.agent_notes.push(format!(
                     "`ppscope top` (live, 1 s refresh, a 120×40 tmux terminal, measured after the same warm-up) with the same {n} pool(s), the agent stopped: CPU {} % of a core per second, RSS {rss_mb:.1} MB.",
                     cpu.show(1)
@@ -595,9 +609,12 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
 }
 
 /// CPU per second (median and range) and peak RSS of `ppscope top` in a detached tmux.
-fn top_cost(tools: &Tools, warm: Duration, window: u64) -> Result<(Spread, f64)> {
+fn top_cost(tools: &Tools, warm: Duration, window: u64, capacity: u32) -> Result<(Spread, f64)> {
     let server = format!("ppbench-top-{}", std::process::id());
-    let cmd = format!("exec {} top --interval 1s", tools.ppscope.display());
+    let cmd = format!(
+        "exec {} top --interval 1s --map-capacity {capacity}",
+        tools.ppscope.display()
+    );
     let out = Command::new("tmux")
         .args(["-L", &server, "new-session", "-d", "-x", "120", "-y", "40"])
         .args(["-P", "-F", "#{pane_pid}", &cmd])

@@ -45,8 +45,8 @@ struct ProbeArgs {
     #[arg(long)]
     strict: bool,
     /// Pools tracked at once (the kernel maps' size; past it the least recently seen pool
-    /// is evicted and counted). Each pool costs about 150 bytes of kernel memory per CPU plus
-    /// 1.5 KB.
+    /// is evicted and counted). Each pool costs about 170 bytes of kernel memory per CPU plus
+    /// 1.5 KB; give it about twice the pool count.
     #[arg(long, default_value_t = ppscope_common::MAX_POOLS,
           value_parser = clap::value_parser!(u32).range(2..=1_048_576))]
     map_capacity: u32,

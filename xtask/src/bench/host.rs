@@ -61,8 +61,10 @@ impl Lab {
 
     /// XDP on every B end (veth builds its page_pools when XDP is attached).
     fn xdp(&mut self, tools: &Tools, devs: &[String]) -> Result<()> {
-        let mut c = Command::new("ip")
-            .args(["netns", "exec", NS_B])
+        // One link fd per device: 10,000 pairs need more than the default 1,024 descriptors.
+        let mut c = Command::new("sh")
+            .args(["-c", "ulimit -n \"$(ulimit -Hn)\" && exec \"$@\"", "sh"])
+            .args(["ip", "netns", "exec", NS_B])
             .arg(&tools.bench_probe)
             .arg("xdp")
             .arg(&tools.object)
@@ -116,23 +118,29 @@ fn sh(prog: &str, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// Runs `cmds` through `ip -batch`, a few hundred lines per process: `ip` opens the named
+/// netns of every `link add … netns NAME` line and keeps it open, so one process for 10,000
+/// pairs runs out of file descriptors ("Invalid netns value").
 fn batch(ns: Option<&str>, cmds: &str) -> Result<()> {
-    let mut c = Command::new("ip");
-    if let Some(ns) = ns {
-        c.args(["-n", ns]);
-    }
-    let mut child = c
-        .args(["-batch", "-"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .context("ip -batch")?;
-    child
-        .stdin
-        .take()
-        .context("stdin")?
-        .write_all(cmds.as_bytes())?;
-    if !child.wait()?.success() {
-        bail!("ip -batch failed");
+    let lines: Vec<&str> = cmds.lines().collect();
+    for chunk in lines.chunks(400) {
+        let mut c = Command::new("ip");
+        if let Some(ns) = ns {
+            c.args(["-n", ns]);
+        }
+        let mut child = c
+            .args(["-batch", "-"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .context("ip -batch")?;
+        child
+            .stdin
+            .take()
+            .context("stdin")?
+            .write_all((chunk.join("\n") + "\n").as_bytes())?;
+        if !child.wait()?.success() {
+            bail!("ip -batch failed");
+        }
     }
     Ok(())
 }

@@ -83,38 +83,63 @@ pub const LIGHT_RATIO_TARGET: f64 = 0.25;
 
 /// Why the agent misses its 1,000-pool targets (from `agent/src/source/live.rs` and `agent/src/advice/` as of this suite).
 const AGENT_WHY: &str = "\
-- **Why the agent misses at 1,000 pools, and what would fix it.** Already done: maps are read
-  in batches (`agent/src/probes/batch.rs`), advice is computed every 5 s of window
-  (`advice/window.rs`), device figures are one pass over each map (`model/devices.rs`), and
-  start-up memory is given back (`probes/mod.rs`). What remains per collection: copying each
-  pool's counters (four 32-bucket histograms) into the sample and the two snapshots (interval
-  and since start); `perf record -p <agent>` during this benchmark shows which part grew.
+- **Why the agent misses, and what would fix it.** Already done: maps are read in batches
+  (`agent/src/probes/batch.rs`), advice is computed every 5 s of window (`advice/window.rs`),
+  device figures are one pass over each map (`model/devices.rs`), and start-up memory is given
+  back (`probes/mod.rs`). At 1,000 pools the agent sits at the 1% line (0.88% in the previous
+  run of the same benchmark, 1.05% here: within this host's noise). At 10,000, `perf record`
+  on the agent (20 s, 499 Hz, this tree) puts 20% of its samples in `memmove`, copying every
+  pool's counters (four 32-bucket histograms, about 1 KB a pool) between the sample, the
+  previous and baseline samples and the two snapshots; 12% in the kernel's batch lookup; 6%
+  in `model::counters::delta`. Its 204–248 MB are the same copies held: the advice window
+  (61 steps of every pool), three full samples and two snapshots. The fix: histograms out of
+  the per-collection copy (read `POOL_HISTS` only for pools whose rare events moved, carried
+  by reference), and an advice window of only the pools a profile can be made for, in
+  32-bit steps.
 ";
 
 /// Why the body misses its target, and what would fix it (from reading the programs and the
 /// figures above; keep in step with `ebpf/src/hooks/` and `ebpf/src/pool.rs`).
 const PROBE_COST_WHY: &str = "\
-**Why the body costs more than 1.25× the floor, and what would fix it.**
+**Where the bodies stand, why some still miss, and what would fix them.**
 
-- `alloc`, `alloc_frag`, `page_hold`: the body is one per-CPU LRU-hash lookup keyed by the
-  pool pointer and one increment. The lookup (hash of the key, bucket walk, LRU reference
-  bit) costs about as much as entering the program, so the body sits near 1.7× the floor.
-  The fix is a per-CPU *last pool* slot in an array (the verifier inlines array lookups)
-  holding the counts of the pool this CPU saw last, folded into the hash only when the CPU
-  switches pools (NAPI keeps a queue's pool on one CPU, so switches are rare). It changes
-  how userspace sums counters (a fold racing a read must not make a counter go backwards)
-  and has to pass the VM lab's 2% agreement with the kernel's own stats again, so it is
-  left for its own change.
-- `recycle`: an entry + exit pair (the entry opens a frame so that a page released during
-  the call is seen), plus two kernel reads to tell a cached recycle from a ring one. An
-  fexit-only body that reads the release count from the pool (`pages_state_release_cnt`
-  before/after is not available to fexit) is not possible on every kernel; the frame stays.
-- `page_release` (tracepoint): a rare event when the pool is healthy, per page under
-  ring-full churn. It records the ring fill and inflight pages and files the fill in a
-  histogram. Made cheaper with this suite: no timestamp (nobody read it) and an in-place
-  write instead of an LRU-hash update (which allocates a fresh element per call):
-  **489 → 318 ns per event** on this host (floor 54 → 53 ns; 3 windows each, ranges
-  487–547 and 317–318). The rest is the kernel reads themselves.
+- `alloc`, `alloc_frag`: the body is the CPU's slot (`HOT_SLOT`, an array lookup the
+  verifier inlines, a compare, an increment); the pool's hash entry is looked up only when
+  the CPU switches pools (`ebpf/src/pool.rs`). fentry now meets the target (1.82× and 1.97×
+  in the 2026-11-30 run, on another host CPU: compare ratios, not ns). kprobes keep the same ~45 ns body over a cheaper floor (~105 ns).
+- `recycle`: on fentry one fexit instead of an entry/exit pair (764 → 524 ns a recycle
+  against the 2026-11-30 run); where the page went is read after the call. What remains is
+  three kernel reads through `bpf_probe_read_kernel` (the page's `pp`, the alloc cache's
+  count and top): a helper call each, the largest cost under TCG. The fix is to read them as
+  loads through the BTF-typed arguments fexit has (`struct page_pool *`), which the
+  verifier turns into single instructions with an exception-table entry; that needs the
+  programs to carry kernel BTF types, which Rust eBPF cannot express yet (no CO-RE).
+- `page_hold`, `page_release` (host tracepoints): 1.81× → 1.57× and 6.01× → 4.16× with the
+  slot. `page_release` also records the ring fill and inflight pages and files the fill in a
+  histogram (five to seven kernel reads): rare while a pool is healthy, per page under
+  ring-full churn.
+- `--detail light` attaches nothing per page; what it pays per page here is its per-event
+  programs, whose kernel reads are helper calls, slow under TCG: `napi:napi_poll` ~1.5 µs
+  a poll (an LRU-hash lookup and four adds; ~5 pages per poll in this lab) and `fx_refill`
+  ~13 µs a refill (one every ~84 pages: ring fill and inflight, the device's name to follow
+  renames, the fill histogram; about 11 kernel reads and 4 map lookups). The fixes: the
+  per-CPU slot for NAPI counts as for pages, the device name read every 64th refill (as
+  `page_hold` does), and the direct BTF loads above.
+";
+
+/// Why start-up misses in the VM lab (measured with timers around each phase in the guest).
+const STARTUP_WHY: &str = "\
+- **Why start-up misses in the VM lab, and what would fix it.** Already done: vmlinux BTF
+  read once and parsed from memory (btf-rs's file reader made ~130,000 `lseek` calls), aya's
+  attach parse sharing those bytes, kallsyms read on a thread meanwhile, and per-page programs
+  half their former size (fe_alloc 1,758 → 970 instructions). Timers around each phase in
+  the guest (an instrumented build, not kept) then showed: btf-rs's parse 0.5–0.6 s (it
+  indexes every type), aya's object load 0.4 s, then 0.15–0.25 s per hook, nearly all of it
+  in the kernel: `BPF_PROG_LOAD` (the verifier) and attach took 1.8 s of the kprobe run's
+  1.9 s of hooks. `--detail light` verifies four hooks fewer. The fix: fewer and smaller
+  programs (the identity read is inlined into every program that may see a pool first),
+  programs verified on several CPUs at once, and a BTF reader that indexes only the structs
+  it reads.
 ";
 
 fn cmd(prog: &str, args: &[&str]) -> String {
@@ -451,6 +476,14 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
         if missed {
             s.push_str(AGENT_WHY);
         }
+        if let Some(a) = r.agent.iter().find(|a| a.pools_exported < a.pools_made) {
+            let _ = writeln!(
+                s,
+                "- Pools exported stop at {} at {} pools: `--max-pools`' default caps the \
+                 series; every pool is still collected and advised.",
+                a.pools_exported, a.pools_made
+            );
+        }
         for n in &r.agent_notes {
             let _ = writeln!(s, "- {n}");
         }
@@ -468,6 +501,7 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
         );
         let _ = writeln!(s, "| where | tool | ms | target |");
         let _ = writeln!(s, "| --- | --- | ---: | --- |");
+        let mut startup_missed = false;
         for x in &r.startup {
             let bpftrace = r
                 .startup
@@ -475,12 +509,15 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
                 .find(|b| b.place == x.place && b.tool.starts_with("bpftrace"));
             let target = match (x.tool.starts_with("ppscope"), x.place.as_str(), bpftrace) {
                 (true, "host", _) => format!("≤ 1 s: {}", yes(x.ms.median <= 1000.0)),
-                (true, _, Some(b)) => format!(
-                    "≤ 1.5× bpftrace ({:.0} ms): {} ({:.1}×)",
-                    1.5 * b.ms.median,
-                    yes(x.ms.median <= 1.5 * b.ms.median),
-                    x.ms.median / b.ms.median
-                ),
+                (true, _, Some(b)) => {
+                    startup_missed |= x.ms.median > 1.5 * b.ms.median;
+                    format!(
+                        "≤ 1.5× bpftrace ({:.0} ms): {} ({:.1}×)",
+                        1.5 * b.ms.median,
+                        yes(x.ms.median <= 1.5 * b.ms.median),
+                        x.ms.median / b.ms.median
+                    )
+                }
                 _ => String::new(),
             };
             let _ = writeln!(
@@ -491,6 +528,10 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
                 x.ms.show(0),
                 target
             );
+        }
+        if startup_missed {
+            s.push('\n');
+            s.push_str(STARTUP_WHY);
         }
         for n in &r.startup_notes {
             let _ = writeln!(s, "\n- {n}");

@@ -92,6 +92,18 @@ fn assert_close(what: &str, ours: u64, kernel: u64, flow: u64) {
     );
 }
 
+/// Two runs' pools agree within 2% of `flow` on every path (`["alloc", "ring"]`, …).
+fn assert_paths_close(what: &str, (a, b): (&[&Value], &[&Value]), paths: &[[&str; 2]], flow: u64) {
+    for path in paths {
+        assert_close(
+            &format!("{what} {path:?}"),
+            sum(a, path),
+            sum(b, path),
+            flow,
+        );
+    }
+}
+
 /// The veth1 pools' counts of one backend against the kernel's `rx_pp_*` stats.
 fn assert_matches_kernel_stats(backend: &str, diag: &Value, k: &HashMap<String, u64>) {
     let veth = pools_named(diag, "veth1");
@@ -220,18 +232,16 @@ fn assert_light_agrees(diags: &HashMap<String, Value>, kernel: Option<&HashMap<S
     assert!(!lv.is_empty(), "light: no veth1 pool: {light:#}");
     // Refills, slow paths and empty rings are per-refill events: light sees them exactly.
     let flow = sum(&fv, &["recycle", "total"]).max(sum(&fv, &["alloc", "total"]));
-    for path in [
-        ["alloc", "ring"],
-        ["alloc", "slow"],
-        ["alloc", "ring_empty"],
-    ] {
-        assert_close(
-            &format!("veth1 {path:?}: light vs fentry"),
-            sum(&lv, &path),
-            sum(&fv, &path),
-            flow,
-        );
-    }
+    assert_paths_close(
+        "veth1 light vs fentry",
+        (&lv, &fv),
+        &[
+            ["alloc", "ring"],
+            ["alloc", "slow"],
+            ["alloc", "ring_empty"],
+        ],
+        flow,
+    );
     assert!(
         lv.iter().all(|p| !p["ring_hit_rate"].is_null()),
         "light knows the ring hit rate: {lv:#?}"
@@ -284,15 +294,12 @@ fn assert_light_agrees(diags: &HashMap<String, Value>, kernel: Option<&HashMap<S
         // from the kernel, and it agrees with what fentry counted page by page.
         let (l, f) = (pools_named(light, "vnet1"), pools_named(full, "vnet1"));
         assert!(l.iter().all(|p| p["alloc_source"] == "kernel"), "{l:#?}");
-        let flow = sum(&f, &["alloc", "total"]);
-        for path in [["alloc", "total"], ["alloc", "cache"], ["recycle", "total"]] {
-            assert_close(
-                &format!("vnet1 {path:?}: light (kernel stats) vs fentry"),
-                sum(&l, &path),
-                sum(&f, &path),
-                flow,
-            );
-        }
+        assert_paths_close(
+            "vnet1 light (kernel stats) vs fentry",
+            (&l, &f),
+            &[["alloc", "total"], ["alloc", "cache"], ["recycle", "total"]],
+            sum(&f, &["alloc", "total"]),
+        );
     }
     let errors = schema_errors("diagnose.schema.json", light);
     assert!(errors.is_empty(), "light off the schema: {errors:#?}");
@@ -481,19 +488,17 @@ fn vm_trixie_612_older_symbols_fentry_and_kprobe_agree() {
     let a = pools_named(&diags["fentry"], "veth1");
     let b = pools_named(&diags["kprobe"], "veth1");
     let flow = sum(&a, &["recycle", "total"]);
-    for path in [
-        ["alloc", "ring"],
-        ["alloc", "slow"],
-        ["recycle", "total"],
-        ["recycle", "ring"],
-    ] {
-        assert_close(
-            &format!("trixie {path:?} fentry vs kprobe"),
-            sum(&a, &path),
-            sum(&b, &path),
-            flow,
-        );
-    }
+    assert_paths_close(
+        "trixie fentry vs kprobe",
+        (&a, &b),
+        &[
+            ["alloc", "ring"],
+            ["alloc", "slow"],
+            ["recycle", "total"],
+            ["recycle", "ring"],
+        ],
+        flow,
+    );
 }
 
 #[test]

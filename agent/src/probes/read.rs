@@ -24,17 +24,24 @@ impl Probes {
         };
         let cpus = aya::util::nr_cpus().map_err(|(what, e)| anyhow::anyhow!("{what}: {e}"))?;
 
-        // The slots, the hash, the slots again: see `hot_slot` for why in this order.
-        let slots = map("HOT_SLOT")?;
-        let before = settled_slots(slots)?;
-        let counters_map = map("POOL_COUNTERS")?;
-        let rows = all_per_cpu::<u64, PoolHot>(counters_map, cpus)?;
-        let after = settled_slots(slots)?;
-        let mut pools: HashMap<u64, RawPool> = HashMap::new();
-        for (pool, mut per_cpu) in rows {
-            if !per_cpu.iter().all(hot_slot::settled) {
-                per_cpu = settled_entry(counters_map, pool).unwrap_or(per_cpu);
+        // The slots, the hash, the slots again: see `hot_slot` for why in this order. A hash
+        // copy that caught a fold is only right between slot copies taken around it, so the
+        // three are read again together.
+        let (slots, counters_map) = (map("HOT_SLOT")?, map("POOL_COUNTERS")?);
+        let read = || -> Result<_> {
+            let before = settled_slots(slots)?;
+            let rows = all_per_cpu::<u64, PoolHot>(counters_map, cpus)?;
+            Ok((before, rows, settled_slots(slots)?))
+        };
+        let (mut before, mut rows, mut after) = read()?;
+        for _ in 1..SETTLE_TRIES {
+            if rows.iter().all(|(_, c)| c.iter().all(hot_slot::settled)) {
+                break;
             }
+            (before, rows, after) = read()?;
+        }
+        let mut pools: HashMap<u64, RawPool> = HashMap::new();
+        for (pool, per_cpu) in rows {
             let entry = pools.entry(pool).or_default();
             for (cpu, c) in per_cpu.iter().enumerate() {
                 let mut c = *c;
@@ -166,20 +173,6 @@ fn settled_slots(map: &Map) -> Result<Vec<HotSlot>> {
         copy = slots.get(&0, 0)?.iter().copied().collect();
     }
     Ok(copy)
-}
-
-/// One pool's per-CPU counters copied again until no CPU's copy caught a fold; None when the
-/// entry is gone.
-fn settled_entry(map: &Map, pool: u64) -> Option<Vec<PoolHot>> {
-    let typed: PerCpuHashMap<_, u64, PoolHot> = PerCpuHashMap::try_from(map).ok()?;
-    let mut copy: Vec<PoolHot> = typed.get(&pool, 0).ok()?.iter().copied().collect();
-    for _ in 1..SETTLE_TRIES {
-        if copy.iter().all(hot_slot::settled) {
-            break;
-        }
-        copy = typed.get(&pool, 0).ok()?.iter().copied().collect();
-    }
-    Some(copy)
 }
 
 /// Every entry of a hash map: in batches where the kernel does them ([`batch`]), else one by

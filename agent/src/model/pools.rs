@@ -52,9 +52,10 @@ pub fn pool_view(
     let bulk_pages = if cov.recycle_bulk { c.bulk_pages } else { 0 };
     let bulk_released = if cov.recycle_bulk { c.bulk_released } else { 0 };
     let cached = (cov.recycle && cov.cache_layout).then_some(c.put_cached);
-    // Without the recycle hooks (`--detail light`, tracepoint-only kernels) every page that
-    // left the pool is still seen once, by `page_release`: ring full or not recyclable (the
-    // kernel's ring_full + released_refcnt), and pages of a pool being torn down.
+    // Without the recycle hooks (`--detail light`, tracepoint-only kernels), or without the
+    // layout that tells them where a page went, every page that left the pool is still seen
+    // once, by `page_release`: ring full or not recyclable (the kernel's ring_full +
+    // released_refcnt), and pages of a pool being torn down.
     let ring_full = match (cov.recycle && cov.cache_layout, cov.release) {
         (true, true) => Some(c.put_released + bulk_released),
         (false, true) => Some(c.release_pages),

@@ -90,8 +90,7 @@ impl HookStatus {
 }
 
 /// What a pool's burst profile (the advice's input) is made of, by the hooks that feed it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProfileBasis {
     /// Every allocation and recycle (the `alloc` and `recycle` hooks: `--detail full`).
     Pages,

@@ -19,7 +19,7 @@ use crate::{
     config,
     frames::{close_frame, open_frame},
     kmem::{arg, read_field},
-    pool::{close_run, hist_add, hot, Hist, Hot},
+    pool::{close_run, hot, Hist, Hot},
 };
 
 /// Direct recycling pushes the page on top of the alloc cache, and nothing can pop it before
@@ -56,10 +56,7 @@ fn on_put_exit(pool: u64, netmem: u64) {
                 s.full_run += 1;
                 return;
             }
-            if s.full_run > 0 {
-                hist_add(pool, Hist::FullRun, s.full_run);
-                s.full_run = 0;
-            }
+            close_run(pool, &mut s.full_run, Hist::FullRun);
             s.put_cached += cached as u64;
         }
         Some(Hot::Entry(c)) => {

@@ -104,18 +104,25 @@ fn assert_paths_close(what: &str, (a, b): (&[&Value], &[&Value]), paths: &[[&str
     }
 }
 
+/// The kernel's `rx_pp_*` stats summed into all allocations and all recycles: the flows a
+/// difference is measured against.
+fn kernel_flows(k: &HashMap<String, u64>) -> (u64, u64) {
+    let allocs = k["rx_pp_alloc_fast"]
+        + k["rx_pp_alloc_refill"]
+        + k["rx_pp_alloc_slow"]
+        + k["rx_pp_alloc_slow_ho"];
+    let recycles = k["rx_pp_recycle_cached"]
+        + k["rx_pp_recycle_ring"]
+        + k["rx_pp_recycle_ring_full"]
+        + k["rx_pp_recycle_released_ref"];
+    (allocs, recycles)
+}
+
 /// The veth1 pools' counts of one backend against the kernel's `rx_pp_*` stats.
 fn assert_matches_kernel_stats(backend: &str, diag: &Value, k: &HashMap<String, u64>) {
     let veth = pools_named(diag, "veth1");
     assert!(!veth.is_empty(), "{backend}: no veth1 pool: {diag:#}");
-    let kernel_allocs = k["rx_pp_alloc_fast"]
-        + k["rx_pp_alloc_refill"]
-        + k["rx_pp_alloc_slow"]
-        + k["rx_pp_alloc_slow_ho"];
-    let kernel_recycles = k["rx_pp_recycle_cached"]
-        + k["rx_pp_recycle_ring"]
-        + k["rx_pp_recycle_ring_full"]
-        + k["rx_pp_recycle_released_ref"];
+    let (kernel_allocs, kernel_recycles) = kernel_flows(k);
     assert!(
         kernel_allocs > 1000,
         "too little veth traffic to compare: {k:?}"
@@ -254,14 +261,7 @@ fn assert_light_agrees(diags: &HashMap<String, Value>, kernel: Option<&HashMap<S
         "{lv:#?}"
     );
     if let Some(k) = kernel {
-        let kernel_allocs = k["rx_pp_alloc_fast"]
-            + k["rx_pp_alloc_refill"]
-            + k["rx_pp_alloc_slow"]
-            + k["rx_pp_alloc_slow_ho"];
-        let kernel_recycles = k["rx_pp_recycle_cached"]
-            + k["rx_pp_recycle_ring"]
-            + k["rx_pp_recycle_ring_full"]
-            + k["rx_pp_recycle_released_ref"];
+        let (kernel_allocs, kernel_recycles) = kernel_flows(k);
         for (what, path, kernel, flow) in [
             (
                 "alloc ring",

@@ -15,8 +15,9 @@ pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 const WALK_BUDGET: u32 = 1 << 16;
 
 /// The bytes of a kernel BTF file (`/sys/kernel/btf/vmlinux`): read once at start-up and
-/// parsed by both btf-rs (offsets, here) and aya (its loader and fentry attach), each parse
-/// of a separate read cost a pass over ~1,400 sysfs reads.
+/// parsed from memory by both btf-rs (offsets, here) and aya (fentry attach). Each parse of
+/// its own read cost a pass over ~1,400 sysfs reads, and btf-rs's file reader also seeks for
+/// every type (~130,000 `lseek` calls), most of the start-up under emulated CPUs.
 pub fn read(path: &Path) -> Result<Vec<u8>> {
     std::fs::read(path).with_context(|| {
         format!(
@@ -41,14 +42,6 @@ pub struct ResolvedField {
 }
 
 impl KernelBtf {
-    /// Read whole, then parsed from memory: btf-rs's file reader seeks for every type (some
-    /// 130,000 `lseek` calls for vmlinux), which cost most of the start-up under the VM lab's
-    /// emulated CPUs.
-    pub fn load(path: &Path) -> Result<Self> {
-        Self::from_bytes(&read(path)?)
-            .with_context(|| format!("the kernel's BTF at {} does not parse", path.display()))
-    }
-
     /// A module's split BTF (`/sys/kernel/btf/<module>`) on top of vmlinux's.
     pub fn load_module(base: &KernelBtf, module: &str) -> Result<Self> {
         let path = format!("/sys/kernel/btf/{module}");
@@ -278,7 +271,8 @@ mod tests {
     use super::*;
 
     fn host_btf() -> KernelBtf {
-        KernelBtf::load(Path::new(VMLINUX_BTF)).expect("this machine has vmlinux BTF")
+        let bytes = read(Path::new(VMLINUX_BTF)).expect("this machine has vmlinux BTF");
+        KernelBtf::from_bytes(&bytes).expect("vmlinux BTF parses")
     }
 
     #[test]

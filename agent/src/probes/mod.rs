@@ -11,7 +11,7 @@
 //! - [`read`]: the maps read into a [`crate::model::RawSample`].
 use std::{collections::HashMap, os::fd::OwnedFd, path::Path};
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, Context, Result};
 use aya::{Btf, Ebpf, EbpfLoader};
 use ppscope_common::ProbeConfig;
 
@@ -318,7 +318,8 @@ impl Probes {
 /// fentry/fexit attach targets; None when aya cannot parse it: fentry is then refused).
 fn kernel_btf() -> Result<(KernelBtf, Option<Btf>)> {
     let bytes = btf::read(Path::new(VMLINUX_BTF))?;
-    let ours = KernelBtf::from_bytes(&bytes)?;
+    let ours = KernelBtf::from_bytes(&bytes)
+        .with_context(|| format!("the kernel's BTF at {VMLINUX_BTF} does not parse"))?;
     let aya_btf = Btf::parse(&bytes, aya::Endianness::default()).ok();
     Ok((ours, aya_btf))
 }

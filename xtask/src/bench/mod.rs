@@ -49,6 +49,10 @@ pub struct BenchArgs {
     /// Alternating rounds of the workload benchmark (default 3; 1 with --quick).
     #[arg(long)]
     pub rounds: Option<u32>,
+    /// The agent benchmark's pool counts (default 1,100,1000,10000; 1,10 with --quick): one
+    /// row re-measured alone while working on it. The report then lacks the other rows.
+    #[arg(long, value_delimiter = ',', value_name = "N")]
+    pub pools: Vec<usize>,
     /// Only what runs on this host's kernel (no VM lab: no fentry/kprobe figures, no
     /// workload slowdown).
     #[arg(long)]

@@ -12,7 +12,7 @@ use crate::{
     model::{c_name, RawSample},
     pipeline::{self, AdviceFrom, Window},
     probes::Probes,
-    snapshot::{Detail, HookStatus, Snapshot},
+    snapshot::{Advice, Detail, HookStatus, Snapshot},
 };
 
 /// The kernel, through the probes: one snapshot per call, covering the time since the last.
@@ -23,8 +23,12 @@ pub struct LiveSource {
     netlink_first: NetlinkSample,
     prev: RawSample,
     netlink_prev: NetlinkSample,
-    /// The advice reads burst profiles from this (one sample per step).
-    window: AdviceWindow,
+    /// The advice reads burst profiles from this (one sample per step); None where the
+    /// hooks cannot make a profile (no advice is possible: a minute of samples for nothing
+    /// was most of the agent's memory at 10,000 pools on a tracepoint-only kernel).
+    window: Option<AdviceWindow>,
+    /// The advice of a source without a window: none.
+    no_advice: HashMap<u64, Advice>,
     /// The last module change (gve loaded, unloaded, reloaded), shown with the source.
     module_note: Option<String>,
     /// Module changes seen by a collection that then failed: reported by the next one.
@@ -53,7 +57,12 @@ impl LiveSource {
         let first = probes.sample()?;
         let netlink_first = NetlinkSample::read();
         Ok(Self {
-            window: AdviceWindow::new(LIVE_SAMPLES, &first),
+            window: probes
+                .facts
+                .coverage
+                .profile_basis()
+                .map(|_| AdviceWindow::new(LIVE_SAMPLES, &first)),
+            no_advice: HashMap::new(),
             prev: first.clone(),
             netlink_prev: netlink_first.clone(),
             first,
@@ -85,12 +94,15 @@ impl LiveSource {
         let cur = self.probes.sample()?;
         let module_changes = std::mem::take(&mut self.unreported_changes);
         let netlink_now = NetlinkSample::read();
-        self.window.push(&cur);
         let facts = &self.probes.facts;
         let target = crate::advice::DEFAULT_TARGET;
-        let advice = self
-            .window
-            .current_advice(&facts.coverage, facts.page_size, target);
+        let advice = match &mut self.window {
+            Some(window) => {
+                window.push(&cur);
+                window.current_advice(&facts.coverage, facts.page_size, target)
+            }
+            None => &self.no_advice,
+        };
         let mut w = Window::between(facts, &self.prev, &cur);
         w.netlink = Some((&self.netlink_prev, &netlink_now));
         w.advice = AdviceFrom::Given(advice);

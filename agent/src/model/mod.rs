@@ -22,7 +22,7 @@ pub use counters::{accumulate_site, delta, delta_site, since};
 pub use devices::{device_views, keep_steps_of, name_drop_reasons, pool_netdevs, timeline_step};
 pub use interval::snapshot;
 pub use pools::{apply_state, pool_view};
-pub use sample::{Coverage, ProgramRuntime, RawPool, RawSample, SourceFacts};
+pub use sample::{ByAddr, Coverage, ProgramRuntime, RawPool, RawSample, SourceFacts};
 
 pub use crate::snapshot::ratio;
 

@@ -1,5 +1,5 @@
 //! Reading the maps: one [`RawSample`] of every pool, site, NAPI instance and drop.
-use std::{collections::HashMap, time::Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 use aya::{
@@ -11,8 +11,11 @@ use ppscope_common::{
     PoolState, PoolTeardown, SiteStats,
 };
 
-use super::{batch, hot_slot, Probes};
-use crate::model::{accumulate_site, ProgramRuntime, RawPool, RawSample};
+use super::{
+    batch::{self, PerCpuRows},
+    hot_slot, Probes,
+};
+use crate::model::{accumulate_site, ByAddr, ProgramRuntime, RawPool, RawSample};
 
 impl Probes {
     /// Reads the cumulative counters of every pool and site seen so far.
@@ -40,8 +43,10 @@ impl Probes {
             }
             (before, rows, after) = read()?;
         }
-        let mut pools: HashMap<u64, RawPool> = HashMap::new();
-        for (pool, per_cpu) in rows {
+        // Sized once: growing it moved every pool's kilobyte of counters at each doubling.
+        let mut pools: ByAddr<u64, RawPool> =
+            ByAddr::with_capacity_and_hasher(rows.len(), Default::default());
+        for (pool, per_cpu) in rows.iter() {
             let entry = pools.entry(pool).or_default();
             for (cpu, c) in per_cpu.iter().enumerate() {
                 let mut c = *c;
@@ -80,25 +85,26 @@ impl Probes {
                 }
             }
         }
-        let mut gve = HashMap::new();
-        for (queue, per_cpu) in all_per_cpu::<u32, SiteStats>(map("GVE_POLL")?, cpus)? {
+        let mut gve = ByAddr::default();
+        for (queue, per_cpu) in all_per_cpu::<u32, SiteStats>(map("GVE_POLL")?, cpus)?.iter() {
             let slot: &mut SiteStats = gve.entry(queue).or_default();
-            for s in &per_cpu {
+            for s in per_cpu {
                 accumulate_site(slot, s);
             }
         }
-        let mut napi = HashMap::new();
-        for (key, per_cpu) in all_per_cpu::<u64, NapiCounters>(map("NAPI_COUNTERS")?, cpus)? {
+        let mut napi = ByAddr::default();
+        for (key, per_cpu) in all_per_cpu::<u64, NapiCounters>(map("NAPI_COUNTERS")?, cpus)?.iter()
+        {
             let slot: &mut NapiCounters = napi.entry(key).or_default();
-            for c in &per_cpu {
+            for c in per_cpu {
                 slot.polls += c.polls;
                 slot.work += c.work;
                 slot.full_budget += c.full_budget;
                 slot.budget += c.budget;
             }
         }
-        let mut devices = HashMap::new();
-        let mut napi_devices = HashMap::new();
+        let mut devices = ByAddr::default();
+        let mut napi_devices = ByAddr::default();
         for (key, id) in all::<u64, DeviceIdentity>(map("NAPI_IDENTITY")?)? {
             napi_devices.insert(key, id.netdev);
             devices.insert(id.netdev, id);
@@ -106,18 +112,17 @@ impl Probes {
         for (key, id) in all::<u64, DeviceIdentity>(map("DROP_DEVICES")?)? {
             devices.entry(key).or_insert(id);
         }
-        let mut drop_counts = HashMap::new();
-        for (key, per_cpu) in all_per_cpu::<DropKey, u64>(map("DROPS")?, cpus)? {
+        let mut drop_counts = ByAddr::default();
+        for (key, per_cpu) in all_per_cpu::<DropKey, u64>(map("DROPS")?, cpus)?.iter() {
             *drop_counts.entry(key).or_insert(0u64) += per_cpu.iter().sum::<u64>();
         }
-        let teardown_map: BpfHashMap<_, u64, PoolTeardown> =
-            BpfHashMap::try_from(map("POOL_TEARDOWN")?)?;
-        // Looked up for the pools the counters know, not iterated: a churning device leaves
-        // thousands of destroyed pools in this map, and a syscall pair per entry per
-        // collection made the agent fall behind (VM lab churn test).
-        let teardowns = pools
-            .keys()
-            .filter_map(|pool| Some((*pool, teardown_map.get(pool, 0).ok()?)))
+        // Read in batches (a churning device leaves thousands of destroyed pools here: one by
+        // one that was a syscall pair per entry per collection, and the agent fell behind in
+        // the VM lab's churn test; a lookup per known pool was 10,000 syscalls a collection
+        // at 10,000 pools), kept for the pools the counters know.
+        let teardowns = all::<u64, PoolTeardown>(map("POOL_TEARDOWN")?)?
+            .into_iter()
+            .filter(|(pool, _)| pools.contains_key(pool))
             .collect();
         Ok(RawSample {
             at: Instant::now(),
@@ -187,14 +192,14 @@ fn all<K: Pod, V: Pod>(map: &Map) -> Result<Vec<(K, V)>> {
 }
 
 /// Every entry of a per-CPU hash map, one value per possible CPU, as [`all`] reads them.
-fn all_per_cpu<K: Pod, V: Pod>(map: &Map, cpus: usize) -> Result<Vec<(K, Vec<V>)>> {
+fn all_per_cpu<K: Pod, V: Pod + Default>(map: &Map, cpus: usize) -> Result<PerCpuRows<K, V>> {
     let typed: PerCpuHashMap<_, K, V> = PerCpuHashMap::try_from(map)?;
     if let Some(rows) = batch::per_cpu_entries::<K, V>(typed.map(), cpus)? {
         return Ok(rows);
     }
-    Ok(typed
-        .iter()
-        .filter_map(|item| item.ok())
-        .map(|(k, per_cpu)| (k, per_cpu.iter().copied().collect()))
-        .collect())
+    let mut rows = PerCpuRows::new(cpus);
+    for (k, per_cpu) in typed.iter().filter_map(|item| item.ok()) {
+        rows.push(k, per_cpu.iter().copied());
+    }
+    Ok(rows)
 }

@@ -36,10 +36,15 @@ use ppscope_common::ProbeConfig;
 static PPSCOPE_CONFIG: ProbeConfig = ProbeConfig::DEFAULT;
 
 #[inline(always)]
-pub(crate) fn config() -> ProbeConfig {
-    // SAFETY: the global is plain data the loader rewrote before load; a volatile read keeps
-    // the compiler from folding the default value in.
-    unsafe { core::ptr::read_volatile(&PPSCOPE_CONFIG) }
+pub(crate) fn config() -> &'static ProbeConfig {
+    // Only the global's address is read volatile: the compiler then cannot tell which static
+    // it points to and fold the default values in, and loads each field where it is used. (A
+    // volatile copy of the whole config loaded all its fields, 35 loads, at every call in
+    // every program.) To the verifier the fields are known constants: aya freezes the
+    // read-only section before load, which is what lets `kmem::Typed` use them as offsets.
+    let at: *const ProbeConfig = &PPSCOPE_CONFIG;
+    // SAFETY: a read of a local; the pointer is to a static that lives for the program's run.
+    unsafe { &*core::ptr::read_volatile(&at) }
 }
 
 #[cfg(not(test))]

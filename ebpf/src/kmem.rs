@@ -19,6 +19,50 @@ pub(crate) fn read_field<T>(base: u64, offset: u32) -> Option<T> {
     unsafe { bpf_probe_read_kernel((base + offset as u64) as *const T).ok() }
 }
 
+/// How a hook reads a field of the pool it was handed (the hook's body is the same for every
+/// backend; the program picks the reader).
+pub(crate) trait PoolRead {
+    /// A `T` at `pool + offset`, or `None` when the offset is unknown.
+    fn field<T>(pool: u64, offset: u32) -> Option<T>;
+}
+
+/// Through `bpf_probe_read_kernel`: any address (kprobes, raw tracepoints, a pool taken from
+/// a frame), one helper call per read.
+pub(crate) struct Probed;
+
+impl PoolRead for Probed {
+    #[inline(always)]
+    fn field<T>(pool: u64, offset: u32) -> Option<T> {
+        read_field(pool, offset)
+    }
+}
+
+/// A plain load through the BTF-typed `struct page_pool *` an fentry/fexit program is handed:
+/// the verifier checks the access against the kernel's BTF of the argument's type and makes it
+/// one instruction that cannot fault, no helper call. Only for that argument as the program
+/// received it: a pool read from memory or a frame is a plain number to the verifier, which
+/// then refuses the load. The offset is a constant to the verifier (as it must be): it comes
+/// from `PPSCOPE_CONFIG`, which aya freezes read-only before load, and loads from a frozen
+/// read-only map are known values. No CO-RE needed.
+pub(crate) struct Typed;
+
+impl PoolRead for Typed {
+    #[inline(always)]
+    fn field<T>(pool: u64, offset: u32) -> Option<T> {
+        // No test of `pool` against 0: the verifier does not narrow a typed pointer on such a
+        // test, so it walks the path "null, then not null" the compiler knows cannot happen
+        // and refuses it (the compiler had reused a register there). A load through a null
+        // typed pointer reads 0 and does not fault.
+        if offset == OFFSET_UNKNOWN {
+            return None;
+        }
+        // SAFETY: `pool` is the BTF-typed argument and the offset is a field of its type (both
+        // checked by the verifier, which refuses the program otherwise); the load is made
+        // fault-safe by the kernel.
+        Some(unsafe { core::ptr::read_volatile((pool + offset as u64) as *const T) })
+    }
+}
+
 /// The net_device of a pool: its NAPI's device first (a pool whose device moved to another
 /// netns is re-parented to the old netns' loopback in `slow.netdev`, but its NAPI still names
 /// the real device), then `slow.netdev`, then the net_device around `p.dev` when that device

@@ -7,7 +7,7 @@ use ppscope_common::{HotSlot, PoolHot, PoolIdentity, PoolState, ProbeConfig, Sit
 
 use crate::{
     config,
-    kmem::{driver_name, log2_bucket, pool_netdev, read_field},
+    kmem::{driver_name, log2_bucket, pool_netdev, read_field, PoolRead},
     maps::{
         HOT_SLOT, POOL_COUNTERS, POOL_HISTS, POOL_IDENTITY, POOL_INSERTS, POOL_STATE, SITE_STATS,
         ZERO_COUNTERS, ZERO_HISTS,
@@ -245,13 +245,13 @@ pub(crate) use count_page;
 /// is read by nobody; it was 5× the floor's cost with the map update below, measured by
 /// `cargo xtask bench`) and an in-place write instead of a map update.
 #[inline(always)]
-pub(crate) fn record_state(pool: u64) {
+pub(crate) fn record_state<R: PoolRead>(pool: u64) {
     let o = config().offsets;
     let mut st = PoolState::default();
-    let size = read_field::<i32>(pool, o.pool_ring_size).unwrap_or(0);
+    let size = R::field::<i32>(pool, o.pool_ring_size).unwrap_or(0);
     if let (Some(prod), Some(cons)) = (
-        read_field::<i32>(pool, o.pool_ring_producer),
-        read_field::<i32>(pool, o.pool_ring_consumer_head),
+        R::field::<i32>(pool, o.pool_ring_producer),
+        R::field::<i32>(pool, o.pool_ring_consumer_head),
     ) {
         if size > 0 && (0..size).contains(&prod) && (0..size).contains(&cons) {
             let mut fill = prod - cons;
@@ -273,8 +273,8 @@ pub(crate) fn record_state(pool: u64) {
         }
     }
     if let (Some(hold), Some(release)) = (
-        read_field::<u32>(pool, o.pool_hold_cnt),
-        read_field::<u32>(pool, o.pool_release_cnt),
+        R::field::<u32>(pool, o.pool_hold_cnt),
+        R::field::<u32>(pool, o.pool_release_cnt),
     ) {
         st.inflight = hold.wrapping_sub(release);
         st.known |= 2;

@@ -13,14 +13,14 @@ use ppscope_common::site;
 
 use crate::{
     frames::frame,
-    kmem::arg,
+    kmem::{arg, Probed},
     pool::{count_page, record_state},
 };
 
 #[inline(always)]
 fn on_release(pool: u64) {
     count_page!(pool, release_pages);
-    record_state(pool);
+    record_state::<Probed>(pool);
     // Tell an open bulk-recycle frame of this task that one of its pages left the pool (a
     // single recycle sees that by itself: see `recycle`).
     if let Some(f) = frame(site::BULK) {

@@ -18,19 +18,22 @@ use ppscope_common::{site, KernelOffsets, OFFSET_UNKNOWN};
 use crate::{
     config,
     frames::{close_frame, open_frame},
-    kmem::{arg, read_field},
+    kmem::{arg, read_field, PoolRead, Probed, Typed},
     pool::{close_run, hot, Hist, Hot},
 };
 
 /// Direct recycling pushes the page on top of the alloc cache, and nothing can pop it before
 /// we look (the cache is only touched in this softirq context). A page sent to the ring
 /// cannot also be in the cache, so "top of cache == our page" is exact.
+///
+/// The cache's count is read as the program reads the pool (`R`); the slot, at an offset only
+/// known at run time, always through the helper (the verifier refuses a typed load there).
 #[inline(always)]
-fn on_top_of_cache(pool: u64, netmem: u64, o: &KernelOffsets) -> bool {
+fn on_top_of_cache<R: PoolRead>(pool: u64, netmem: u64, o: &KernelOffsets) -> bool {
     if o.pool_alloc_cache == OFFSET_UNKNOWN {
         return false;
     }
-    match read_field::<u32>(pool, o.pool_alloc_count) {
+    match R::field::<u32>(pool, o.pool_alloc_count) {
         Some(count) if count > 0 && count <= 128 => {
             let slot = o.pool_alloc_cache as u64 + (count as u64 - 1) * 8;
             read_field::<u64>(pool, slot as u32) == Some(netmem)
@@ -40,14 +43,14 @@ fn on_top_of_cache(pool: u64, netmem: u64, o: &KernelOffsets) -> bool {
 }
 
 #[inline(always)]
-fn on_put_exit(pool: u64, netmem: u64) {
+fn on_put_exit<R: PoolRead>(pool: u64, netmem: u64) {
     let cfg = config();
     let o = &cfg.offsets;
     // Without `pp`'s offset nothing tells a page that left: counted as kept, and the agent
     // shows ring_full as unknown (`Coverage::cache_layout`).
     let kept =
         o.page_pp == OFFSET_UNKNOWN || read_field::<u64>(netmem & !1, o.page_pp) == Some(pool);
-    let cached = kept && on_top_of_cache(pool, netmem, o);
+    let cached = kept && on_top_of_cache::<R>(pool, netmem, o);
     match hot(pool) {
         Some(Hot::Slot(s)) => {
             s.put_calls += 1;
@@ -82,13 +85,13 @@ pub fn pp_put_entry(ctx: ProbeContext) -> u32 {
 #[kretprobe]
 pub fn pp_put_exit(_ctx: RetProbeContext) -> u32 {
     if let Some(f) = close_frame(site::PUT) {
-        on_put_exit(f.pool, f.netmem);
+        on_put_exit::<Probed>(f.pool, f.netmem);
     }
     0
 }
 
 #[fexit]
 pub fn fx_put_exit(ctx: FExitContext) -> u32 {
-    on_put_exit(ctx.arg::<u64>(0), ctx.arg::<u64>(1));
+    on_put_exit::<Typed>(ctx.arg::<u64>(0), ctx.arg::<u64>(1));
     0
 }

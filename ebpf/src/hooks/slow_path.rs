@@ -11,7 +11,7 @@ use ppscope_common::site;
 
 use crate::{
     frames::{close_frame, open_frame},
-    kmem::{arg, now_ns},
+    kmem::{arg, now_ns, Probed},
     pool::{counters, hist_add, record_state, Hist},
 };
 
@@ -21,7 +21,7 @@ fn on_slow_exit() {
         return;
     };
     let elapsed = now_ns().saturating_sub(f.start_ns);
-    record_state(f.pool);
+    record_state::<Probed>(f.pool);
     if let Some(c) = counters(f.pool) {
         c.slow_calls += 1;
         c.slow_ns_sum += elapsed;

@@ -60,3 +60,14 @@ pub fn bench_tp_hold(_ctx: RawTracePointContext) -> i32 {
 pub fn bench_tp_release(_ctx: RawTracePointContext) -> i32 {
     0
 }
+
+/// `--detail light`'s own per-event hooks, empty: what having a program there costs at all.
+#[fexit]
+pub fn bench_fx_refill(_ctx: FExitContext) -> u32 {
+    0
+}
+
+#[raw_tracepoint(tracepoint = "napi_poll")]
+pub fn bench_tp_napi(_ctx: RawTracePointContext) -> i32 {
+    0
+}

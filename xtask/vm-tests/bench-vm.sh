@@ -126,11 +126,12 @@ run_workload() {
 
 if has_phase floor; then
     # light runs beside the fentry floors: its programs' time per page is set against the
-    # empty fentry programs on the per-page functions it leaves alone.
+    # empty fentry programs on the per-page functions it leaves alone, and against empty
+    # programs on its own per-event hooks (what a program there costs at all).
     for b in fentry kprobe light; do
         echo "floor-begin $b"
+        # light's floor: fentry's, and empty programs on light's own per-event hooks.
         floor=$b
-        [ "$b" = light ] && floor=fentry
         if start_tool "$b"; then
             # The floor programs sit on the same functions as ppscope's, over the same packets.
             # The previous backend's file goes first: the background job truncates it only

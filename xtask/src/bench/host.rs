@@ -275,7 +275,9 @@ pub fn per_call(
 /// of every ppscope program per page allocated (the floor's allocation calls) against the
 /// empty fentry programs on the allocation and recycle functions, per page.
 pub fn light_cost_row(place: &str, windows: &[String], res: &mut Results) {
-    let (mut ours, mut floor, mut pages) = (Vec::new(), Vec::new(), 0u64);
+    let (mut ours, mut floor, mut hooks_floor, mut pages) =
+        (Vec::new(), Vec::new(), Vec::new(), 0u64);
+    let mut programs = Vec::new();
     for w in windows {
         // ppscope's programs, as `bench-probe` read them from the object.
         let ours_names: Vec<&str> = w
@@ -289,11 +291,29 @@ pub fn light_cost_row(place: &str, windows: &[String], res: &mut Results) {
         ) else {
             continue;
         };
-        let total_ns: u64 = m
+        let ran: Vec<(&String, &(u64, u64))> = m
             .iter()
             .filter(|(name, _)| ours_names.contains(&name.as_str()))
-            .map(|(_, (_, ns))| ns)
-            .sum();
+            .collect();
+        let total_ns: u64 = ran.iter().map(|(_, (_, ns))| ns).sum();
+        if programs.is_empty() {
+            programs = ran
+                .iter()
+                .map(|(name, &(runs, ns))| {
+                    (
+                        name.to_string(),
+                        ns as f64 / allocs as f64,
+                        ns as f64 / runs.max(1) as f64,
+                    )
+                })
+                .collect();
+            programs.sort_by(|a, b| b.1.total_cmp(&a.1));
+        }
+        // The empty programs on light's own hooks, per page (both must have run).
+        let empty = ["bench_fx_refill", "bench_tp_napi"].map(|p| m.get(p).map(|&(_, ns)| ns));
+        if let [Some(refill), Some(napi)] = empty {
+            hooks_floor.push((refill + napi) as f64 / allocs as f64);
+        }
         ours.push(total_ns as f64 / allocs as f64);
         floor.push(alloc_ns + put_ns);
         pages += allocs;
@@ -304,6 +324,8 @@ pub fn light_cost_row(place: &str, windows: &[String], res: &mut Results) {
             pages,
             ours: o,
             floor: f,
+            hooks_floor: Spread::of(&hooks_floor),
+            programs,
         }),
         _ => res.probe_cost_notes.push(format!(
             "{place}, --detail light: the empty fentry programs on allocation and recycle saw no calls"

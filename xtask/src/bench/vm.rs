@@ -242,12 +242,20 @@ tool-error bpftrace ERROR: boom\nstartup ppscope-fentry 812.5\n";
         let out = "floor-begin light\nppscope-prog fx_refill\nppscope-prog tp_state_releas\n\
 ppscope-prog fx_slow_exit\nppscope-prog fx_put_exit\nfloor-ready\n\
 prog bench_fe_alloc 1000 100000\nprog bench_fe_put 1000 120000\nprog xdp_pass 5000 900000\n\
-prog fx_refill 16 8000\nprog tp_state_releas 10 2000\nprog fx_slow_exit 2 4000\nfloor-end light\n";
+prog fx_refill 16 8000\nprog tp_state_releas 10 2000\nprog fx_slow_exit 2 4000\n\
+prog bench_fx_refill 16 1600\nprog bench_tp_napi 200 4400\nfloor-end light\n";
         let mut r = Results::default();
         parse(out, &[], &mut r);
         let light = &r.light_cost[0];
         assert_eq!(light.pages, 1000);
         assert_eq!(light.ours.median, 14.0);
         assert_eq!(light.floor.median, 220.0);
+        // The empty programs on light's own hooks: (1,600 + 4,400) ns over 1,000 pages.
+        assert_eq!(light.hooks_floor.as_ref().map(|h| h.median), Some(6.0));
+        // ppscope's programs, busiest per page first, with their cost a run.
+        let names: Vec<&str> = light.programs.iter().map(|p| p.0.as_str()).collect();
+        assert_eq!(names, ["fx_refill", "fx_slow_exit", "tp_state_releas"]);
+        assert_eq!(light.programs[0].1, 8.0);
+        assert_eq!(light.programs[0].2, 500.0);
     }
 }

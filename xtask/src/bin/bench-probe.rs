@@ -4,7 +4,9 @@
 //! without the BPF toolchain) and uses only the programs the product never attaches:
 //!
 //! - `bench-probe floor OBJECT BACKEND SECONDS`: attaches the empty programs of BACKEND
-//!   (`fentry`, `kprobe` or `tracepoint`) to the hot hooks, keeps `BPF_ENABLE_STATS` on for
+//!   (`fentry`, `kprobe` or `tracepoint`; `light`: fentry's, and empty programs on the
+//!   per-event hooks `--detail light` keeps, the refill's fexit and `napi:napi_poll`) to the
+//!   hot hooks, keeps `BPF_ENABLE_STATS` on for
 //!   SECONDS, then prints `prog NAME RUNS RUN_NS` for every program on the system that ran
 //!   (ppscope's, running beside it, and the empty floors), `floor-attached HOOK` lines, and
 //!   first a `ppscope-prog NAME` line for each of ppscope's own programs in the object.
@@ -33,6 +35,7 @@ use aya::{
 /// Alternatives across kernel versions, newest first (as in agent/src/probes/hooks.rs HOOKS).
 const ALLOC: &[&str] = &["page_pool_alloc_netmems", "page_pool_alloc_netmem"];
 const FRAG: &[&str] = &["page_pool_alloc_frag_netmem", "page_pool_alloc_frag"];
+const REFILL: &[&str] = &["page_pool_refill_alloc_cache"];
 const PUT: &[&str] = &[
     "page_pool_put_unrefed_netmem",
     "page_pool_put_defragged_page",
@@ -64,7 +67,7 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
     let syms = kallsyms();
     let mut attached = 0;
     match backend {
-        "fentry" | "kprobe" => {
+        "fentry" | "kprobe" | "light" => {
             let btf = Btf::from_sys_fs().ok();
             for (names, hook, progs) in [
                 (ALLOC, "alloc", ["bench_fe_alloc", "", "bench_kp_alloc", ""]),
@@ -89,7 +92,7 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
                     continue;
                 };
                 let r: Result<()> = (|| {
-                    if backend == "fentry" {
+                    if backend != "kprobe" {
                         let btf = btf.as_ref().context("no vmlinux BTF")?;
                         let p: &mut FEntry =
                             ebpf.program_mut(progs[0]).context("prog")?.try_into()?;
@@ -120,6 +123,42 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
                 }
             }
         }
+        "tracepoint" => {}
+        other => bail!("unknown backend {other} (fentry, kprobe, tracepoint, light)"),
+    }
+    if backend == "light" {
+        let btf = Btf::from_sys_fs().ok();
+        let r: Result<()> = (|| {
+            let sym = first_present(&syms, REFILL).context("refill not in kallsyms")?;
+            let btf = btf.as_ref().context("no vmlinux BTF")?;
+            let p: &mut FExit = ebpf
+                .program_mut("bench_fx_refill")
+                .context("prog")?
+                .try_into()?;
+            p.load(sym, btf)?;
+            p.attach()?;
+            Ok(())
+        })();
+        match r {
+            Ok(()) => println!("floor-attached refill page_pool_refill_alloc_cache"),
+            Err(e) => println!("floor-missing refill {e:#}"),
+        }
+        let r: Result<()> = (|| {
+            let p: &mut RawTracePoint = ebpf
+                .program_mut("bench_tp_napi")
+                .context("prog")?
+                .try_into()?;
+            p.load()?;
+            p.attach("napi_poll")?;
+            Ok(())
+        })();
+        match r {
+            Ok(()) => println!("floor-attached napi_poll napi_poll"),
+            Err(e) => println!("floor-missing napi_poll {e:#}"),
+        }
+    }
+    match backend {
+        "fentry" | "kprobe" | "light" => {}
         "tracepoint" => {
             for (prog, tp, hook) in [
                 ("bench_tp_hold", "page_pool_state_hold", "page_hold"),
@@ -145,7 +184,7 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
                 }
             }
         }
-        other => bail!("unknown backend {other} (fentry, kprobe, tracepoint)"),
+        _ => {}
     }
     if attached == 0 {
         bail!("no empty program could be attached with {backend}");

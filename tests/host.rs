@@ -57,10 +57,23 @@ fn host_has_kprobes() -> bool {
 #[ignore = "needs root: run through `cargo xtask test`"]
 fn tracepoints_see_slow_path_pages_on_a_veth_xdp_pool() {
     let mut lab = VethLab::new("a", 20);
+    let rx_packets = |lab: &VethLab| -> u64 {
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", &lab.ns_rx, "cat"])
+            .arg(format!(
+                "/sys/class/net/{}/statistics/rx_packets",
+                lab.dev_rx
+            ))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    };
     let diag = start_diagnose(&["--duration", "6s", "--json", "--backend", "tracepoint"]);
+    let rx_before = rx_packets(&lab);
     lab.attach_xdp();
     lab.traffic(2);
     let report = finish_json(diag);
+    let received = rx_packets(&lab) - rx_before;
 
     assert_eq!(
         report["backends"]["page_hold"]["backend"], "tracepoint",
@@ -90,6 +103,13 @@ fn tracepoints_see_slow_path_pages_on_a_veth_xdp_pool() {
         .find(|d| d["ifname"] == lab.dev_rx.as_str())
         .unwrap_or_else(|| panic!("no device {} in {report:#}", lab.dev_rx));
     assert!(dev["napi"]["polls"].as_u64() > Some(0), "{dev:#}");
+    // Every packet the veth received went through its NAPI (XDP is attached): the polls'
+    // work adds up to the device's own count (counted per CPU in a slot, folded on a switch).
+    let work = dev["napi"]["work"].as_u64().unwrap();
+    assert!(
+        work.abs_diff(received) <= received / 50 + 20,
+        "NAPI work {work} vs rx_packets {received}: {dev:#}"
+    );
     assert!(dev["drops_total"].is_u64(), "{dev:#}");
     let steps_in: u64 = report["timeline"]
         .as_array()

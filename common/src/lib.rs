@@ -436,6 +436,41 @@ pub struct NapiCounters {
     pub budget: u64,
 }
 
+/// NAPI polls of one NAPI instance on one CPU, as the kernel side keeps them in
+/// `NAPI_COUNTERS`: [`NapiCounters`] plus the fold bracket of [`NapiSlot`] (as [`PoolHot`]'s
+/// for [`HotSlot`]). The agent folds the slots in and keeps only the counts.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NapiHot {
+    /// The [`NapiSlot::seq`] of the last occupancy of this instance folded in here.
+    pub fold_head: u64,
+    pub counts: NapiCounters,
+    /// Equal to `fold_head` when no fold is in progress.
+    pub fold_tail: u64,
+}
+
+/// The NAPI counts of the instance this CPU polled last, in a per-CPU array slot: the poll
+/// hook counts here (an array lookup the verifier inlines) and folds into the instance's
+/// [`NapiHot`] only when the CPU polls another instance, bracketed as [`HotSlot`]'s fold is.
+/// A CPU polls a few instances over and over, so switches are rare next to polls (an LRU hash
+/// lookup per poll was most of `--detail light`'s cost: BENCHMARKS.md).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NapiSlot {
+    pub seq: u64,
+    /// The NAPI instance (`struct napi_struct *`) whose counts these are (0: none yet).
+    pub napi: u64,
+    pub counts: NapiCounters,
+    pub seq_end: u64,
+}
+
+impl NapiSlot {
+    /// A copy of one whole state (not one taken while a fold was changing it).
+    pub fn settled(&self) -> bool {
+        self.seq == self.seq_end && self.seq.is_multiple_of(2)
+    }
+}
+
 /// Identity of a net_device seen by the NAPI or drop hooks.
 #[repr(C)]
 #[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
@@ -526,6 +561,8 @@ mod pod {
     unsafe impl aya::Pod for super::ProbeConfig {}
     unsafe impl aya::Pod for super::PoolHot {}
     unsafe impl aya::Pod for super::HotSlot {}
+    unsafe impl aya::Pod for super::NapiHot {}
+    unsafe impl aya::Pod for super::NapiSlot {}
     unsafe impl aya::Pod for super::PoolHists {}
     unsafe impl aya::Pod for super::PoolIdentity {}
     unsafe impl aya::Pod for super::SiteStats {}

@@ -5,7 +5,7 @@ use aya_ebpf::{
     maps::{LruHashMap, LruPerCpuHashMap, PerCpuArray},
 };
 use ppscope_common::{
-    site, site_stat, DeviceIdentity, DropKey, Frame, HotSlot, NapiCounters, PoolHists, PoolHot,
+    site, site_stat, DeviceIdentity, DropKey, Frame, HotSlot, NapiHot, NapiSlot, PoolHists, PoolHot,
     PoolIdentity, PoolState, PoolTeardown, SiteStats, MAX_POOLS,
 };
 
@@ -55,10 +55,14 @@ pub(crate) static ZERO_SITE: PerCpuArray<SiteStats> = PerCpuArray::with_max_entr
 pub(crate) static POOL_STATE: LruHashMap<u64, PoolState> =
     LruHashMap::with_max_entries(MAX_POOLS, 0);
 
-/// NAPI polls per NAPI instance (key: `struct napi_struct *`).
+/// NAPI polls per NAPI instance (key: `struct napi_struct *`), folded from `NAPI_SLOT`.
 #[map]
-pub(crate) static NAPI_COUNTERS: LruPerCpuHashMap<u64, NapiCounters> =
+pub(crate) static NAPI_COUNTERS: LruPerCpuHashMap<u64, NapiHot> =
     LruPerCpuHashMap::with_max_entries(MAX_POOLS, 0);
+
+/// The NAPI counts of the instance each CPU polled last (see `NapiSlot`).
+#[map]
+pub(crate) static NAPI_SLOT: PerCpuArray<NapiSlot> = PerCpuArray::with_max_entries(1, 0);
 
 /// Device behind each NAPI instance (key: napi pointer) and each dropping device (key: netdev).
 #[map]

@@ -56,6 +56,15 @@ impl<K: Copy, V: Copy> PerCpuRows<K, V> {
         self.keys.len()
     }
 
+    /// Changes every value in place: `f(key, cpu, value)`.
+    pub fn fold_in(&mut self, mut f: impl FnMut(K, usize, &mut V)) {
+        for (key, values) in self.keys.iter().zip(self.values.chunks_mut(self.cpus)) {
+            for (cpu, v) in values.iter_mut().enumerate() {
+                f(*key, cpu, v);
+            }
+        }
+    }
+
     /// Each key with its values, one per CPU.
     pub fn iter(&self) -> impl Iterator<Item = (K, &[V])> + '_ {
         self.keys

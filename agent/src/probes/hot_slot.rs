@@ -1,6 +1,8 @@
 //! The per-CPU slot of the pool each CPU saw last (`HotSlot`, `ebpf/src/pool.rs`): the
 //! per-page hooks count there and fold into the pool's hash entry only when the CPU switches
 //! pools. A pool's counts on a CPU are its hash entry plus the slot while the slot holds it.
+//! NAPI polls are counted the same way (`NapiSlot`, `ebpf/src/hooks/napi_poll.rs`): what
+//! follows holds for both ([`Slot`]).
 //!
 //! The collection reads the slots, then the hash, then the slots again; a fold can run on any
 //! CPU meanwhile. [`fold`] adds exactly what the hash copy does not already hold, so a counter
@@ -15,32 +17,100 @@
 //!
 //! Copies taken while a fold was writing (`HotSlot::settled`, `PoolHot`'s `fold_head` /
 //! `fold_tail`) are taken again.
-use ppscope_common::{HotSlot, PoolHot};
+use ppscope_common::{HotSlot, NapiHot, NapiSlot, PoolHot};
 
-/// Adds to one CPU's hash copy of `pool` the slot counts it does not hold (see the module).
-pub fn fold(hot: &mut PoolHot, pool: u64, before: &HotSlot, after: &HotSlot) {
-    if after.pool == pool {
-        add(hot, after);
+/// A per-CPU slot and the hash entry its counts fold into: the per-page counts of a pool
+/// ([`HotSlot`] into [`PoolHot`]) and the polls of a NAPI instance ([`NapiSlot`] into
+/// [`NapiHot`]). Both fold with the same bracket, so one reading rule serves both.
+pub trait Slot: Copy {
+    type Entry: Copy;
+    /// The key whose counts the slot holds (0: none).
+    fn occupant(&self) -> u64;
+    fn seq(&self) -> u64;
+    /// A copy of one whole state (not taken while a fold was changing it).
+    fn settled(&self) -> bool;
+    fn add_to(&self, entry: &mut Self::Entry);
+    /// The `seq` of the last occupancy folded into `entry`.
+    fn fold_head(entry: &Self::Entry) -> u64;
+    /// A copy of `entry` taken while no fold was writing it.
+    fn entry_settled(entry: &Self::Entry) -> bool;
+}
+
+/// Adds to one CPU's hash copy of `key` the slot counts it does not hold (see the module).
+pub fn fold<S: Slot>(entry: &mut S::Entry, key: u64, before: &S, after: &S) {
+    if after.occupant() == key {
+        after.add_to(entry);
     }
-    if before.pool == pool && before.seq != after.seq && hot.fold_head < before.seq {
-        add(hot, before);
+    if before.occupant() == key && before.seq() != after.seq() && S::fold_head(entry) < before.seq()
+    {
+        before.add_to(entry);
     }
 }
 
-fn add(hot: &mut PoolHot, s: &HotSlot) {
-    hot.alloc_calls += s.alloc_calls;
-    hot.frag_calls += s.frag_calls;
-    hot.put_calls += s.put_calls;
-    hot.put_cached += s.put_cached;
-    hot.put_released += s.put_released;
-    hot.hold_pages += s.hold_pages;
-    hot.release_pages += s.release_pages;
-    hot.full_run += s.full_run;
+impl Slot for HotSlot {
+    type Entry = PoolHot;
+
+    fn occupant(&self) -> u64 {
+        self.pool
+    }
+
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    fn settled(&self) -> bool {
+        HotSlot::settled(self)
+    }
+
+    fn add_to(&self, hot: &mut PoolHot) {
+        hot.alloc_calls += self.alloc_calls;
+        hot.frag_calls += self.frag_calls;
+        hot.put_calls += self.put_calls;
+        hot.put_cached += self.put_cached;
+        hot.put_released += self.put_released;
+        hot.hold_pages += self.hold_pages;
+        hot.release_pages += self.release_pages;
+        hot.full_run += self.full_run;
+    }
+
+    fn fold_head(hot: &PoolHot) -> u64 {
+        hot.fold_head
+    }
+
+    fn entry_settled(hot: &PoolHot) -> bool {
+        hot.fold_head == hot.fold_tail
+    }
 }
 
-/// A hash copy taken while no fold was writing it.
-pub fn settled(hot: &PoolHot) -> bool {
-    hot.fold_head == hot.fold_tail
+impl Slot for NapiSlot {
+    type Entry = NapiHot;
+
+    fn occupant(&self) -> u64 {
+        self.napi
+    }
+
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    fn settled(&self) -> bool {
+        NapiSlot::settled(self)
+    }
+
+    fn add_to(&self, hot: &mut NapiHot) {
+        hot.counts.polls += self.counts.polls;
+        hot.counts.work += self.counts.work;
+        hot.counts.full_budget += self.counts.full_budget;
+        hot.counts.budget += self.counts.budget;
+    }
+
+    fn fold_head(hot: &NapiHot) -> u64 {
+        hot.fold_head
+    }
+
+    fn entry_settled(hot: &NapiHot) -> bool {
+        hot.fold_head == hot.fold_tail
+    }
 }
 
 #[cfg(test)]
@@ -150,7 +220,7 @@ mod tests {
                         continue;
                     }
                     for pool in [1u64, 2] {
-                        if !settled(&hash[pool as usize]) {
+                        if !HotSlot::entry_settled(&hash[pool as usize]) {
                             continue;
                         }
                         let seen = Cpu::read(&before, &hash[pool as usize], &after, pool);
@@ -183,6 +253,61 @@ mod tests {
         let (s, h) = (cpu.slot, cpu.hash);
         assert_eq!(Cpu::read(&s, &h[1], &s, 1), 4);
         assert_eq!(Cpu::read(&s, &h[2], &s, 2), 2);
-        assert!(s.settled() && h.iter().all(settled), "{s:?} {h:?}");
+        assert!(
+            s.settled() && h.iter().all(HotSlot::entry_settled),
+            "{s:?} {h:?}"
+        );
+    }
+
+    /// NAPI polls fold by the same rule: the slot's instance gets the slot's counts, once; a
+    /// copy of the entry that already holds the slot's previous occupancy does not get it
+    /// again.
+    #[test]
+    fn a_napi_slot_folds_by_the_same_rule() {
+        use ppscope_common::NapiCounters;
+        let counts = NapiCounters {
+            polls: 3,
+            work: 40,
+            full_budget: 1,
+            budget: 192,
+        };
+        let slot = NapiSlot {
+            seq: 4,
+            napi: 0xa0,
+            counts,
+            seq_end: 4,
+        };
+        let mut entry = NapiHot {
+            fold_head: 2,
+            counts: NapiCounters {
+                polls: 10,
+                ..Default::default()
+            },
+            fold_tail: 2,
+        };
+        fold(&mut entry, 0xa0, &slot, &slot);
+        assert_eq!((entry.counts.polls, entry.counts.work), (13, 40));
+        let mut other = NapiHot::default();
+        fold(&mut other, 0xb0, &slot, &slot);
+        assert_eq!(other, NapiHot::default(), "another instance gets nothing");
+        // The slot moved on to 0xb0 during the read, and the entry copy was taken after the
+        // fold of occupancy 4 (fold_head 4): nothing added twice.
+        let moved = NapiSlot {
+            seq: 6,
+            napi: 0xb0,
+            counts: NapiCounters::default(),
+            seq_end: 6,
+        };
+        let mut folded = NapiHot {
+            fold_head: 4,
+            counts: NapiCounters {
+                polls: 13,
+                ..Default::default()
+            },
+            fold_tail: 4,
+        };
+        fold(&mut folded, 0xa0, &slot, &moved);
+        assert_eq!(folded.counts.polls, 13);
+        assert!(NapiSlot::entry_settled(&folded));
     }
 }

@@ -7,8 +7,8 @@ use aya::{
     Pod,
 };
 use ppscope_common::{
-    site_stat, DeviceIdentity, DropKey, HotSlot, NapiCounters, PoolHists, PoolHot, PoolIdentity,
-    PoolState, PoolTeardown, SiteStats,
+    site_stat, DeviceIdentity, DropKey, HotSlot, NapiCounters, NapiHot, NapiSlot, PoolHists,
+    PoolIdentity, PoolState, PoolTeardown, SiteStats,
 };
 
 use super::{
@@ -27,33 +27,14 @@ impl Probes {
         };
         let cpus = aya::util::nr_cpus().map_err(|(what, e)| anyhow::anyhow!("{what}: {e}"))?;
 
-        // The slots, the hash, the slots again: see `hot_slot` for why in this order. A hash
-        // copy that caught a fold is only right between slot copies taken around it, so the
-        // three are read again together.
-        let (slots, counters_map) = (map("HOT_SLOT")?, map("POOL_COUNTERS")?);
-        let read = || -> Result<_> {
-            let before = settled_slots(slots)?;
-            let rows = all_per_cpu::<u64, PoolHot>(counters_map, cpus)?;
-            Ok((before, rows, settled_slots(slots)?))
-        };
-        let (mut before, mut rows, mut after) = read()?;
-        for _ in 1..SETTLE_TRIES {
-            if rows.iter().all(|(_, c)| c.iter().all(hot_slot::settled)) {
-                break;
-            }
-            (before, rows, after) = read()?;
-        }
+        let rows = with_slots::<HotSlot>(map("HOT_SLOT")?, map("POOL_COUNTERS")?, cpus)?;
         // Sized once: growing it moved every pool's kilobyte of counters at each doubling.
         let mut pools: ByAddr<u64, RawPool> =
             ByAddr::with_capacity_and_hasher(rows.len(), Default::default());
         for (pool, per_cpu) in rows.iter() {
             let entry = pools.entry(pool).or_default();
-            for (cpu, c) in per_cpu.iter().enumerate() {
-                let mut c = *c;
-                if let (Some(b), Some(a)) = (before.get(cpu), after.get(cpu)) {
-                    hot_slot::fold(&mut c, pool, b, a);
-                }
-                entry.counters.add_hot(&c);
+            for c in per_cpu {
+                entry.counters.add_hot(c);
             }
         }
         for (pool, h) in all::<u64, PoolHists>(map("POOL_HISTS")?)? {
@@ -93,10 +74,10 @@ impl Probes {
             }
         }
         let mut napi = ByAddr::default();
-        for (key, per_cpu) in all_per_cpu::<u64, NapiCounters>(map("NAPI_COUNTERS")?, cpus)?.iter()
-        {
+        let napi_rows = with_slots::<NapiSlot>(map("NAPI_SLOT")?, map("NAPI_COUNTERS")?, cpus)?;
+        for (key, per_cpu) in napi_rows.iter() {
             let slot: &mut NapiCounters = napi.entry(key).or_default();
-            for c in per_cpu {
+            for NapiHot { counts: c, .. } in per_cpu {
                 slot.polls += c.polls;
                 slot.work += c.work;
                 slot.full_budget += c.full_budget;
@@ -167,12 +148,44 @@ impl Probes {
 /// stores, so a second copy is almost always whole; past this the last copy is used.
 const SETTLE_TRIES: usize = 32;
 
-/// Every CPU's slot (see `hot_slot`), copied again while any copy caught a fold.
-fn settled_slots(map: &Map) -> Result<Vec<HotSlot>> {
-    let slots: PerCpuArray<_, HotSlot> = PerCpuArray::try_from(map)?;
-    let mut copy: Vec<HotSlot> = slots.get(&0, 0)?.iter().copied().collect();
+/// Every key's per-CPU entries of a slotted hash map, each with what its CPU's slot holds
+/// for the key folded in. The slots, the hash, the slots again: see `hot_slot` for why in
+/// this order. A hash copy that caught a fold is only right between slot copies taken around
+/// it, so the three are read again together.
+fn with_slots<S: hot_slot::Slot + Pod>(
+    slots: &Map,
+    hash: &Map,
+    cpus: usize,
+) -> Result<PerCpuRows<u64, S::Entry>>
+where
+    S::Entry: Pod + Default,
+{
+    let read = || -> Result<_> {
+        let before = settled_slots::<S>(slots)?;
+        let rows = all_per_cpu::<u64, S::Entry>(hash, cpus)?;
+        Ok((before, rows, settled_slots::<S>(slots)?))
+    };
+    let (mut before, mut rows, mut after) = read()?;
     for _ in 1..SETTLE_TRIES {
-        if copy.iter().all(HotSlot::settled) {
+        if rows.iter().all(|(_, c)| c.iter().all(S::entry_settled)) {
+            break;
+        }
+        (before, rows, after) = read()?;
+    }
+    rows.fold_in(|key, cpu, entry| {
+        if let (Some(b), Some(a)) = (before.get(cpu), after.get(cpu)) {
+            hot_slot::fold(entry, key, b, a);
+        }
+    });
+    Ok(rows)
+}
+
+/// Every CPU's slot (see `hot_slot`), copied again while any copy caught a fold.
+fn settled_slots<S: hot_slot::Slot + Pod>(map: &Map) -> Result<Vec<S>> {
+    let slots: PerCpuArray<_, S> = PerCpuArray::try_from(map)?;
+    let mut copy: Vec<S> = slots.get(&0, 0)?.iter().copied().collect();
+    for _ in 1..SETTLE_TRIES {
+        if copy.iter().all(S::settled) {
             break;
         }
         copy = slots.get(&0, 0)?.iter().copied().collect();

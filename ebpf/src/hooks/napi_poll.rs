@@ -1,15 +1,19 @@
 //! `napi_poll` (around the pool, any driver): NAPI work per poll and polls that used their
 //! whole budget.
 //!
-//! Raw tracepoint `napi:napi_poll` (`tp_napi_poll`).
+//! Raw tracepoint `napi:napi_poll` (`tp_napi_poll`). Counted in the CPU's slot
+//! (`NAPI_SLOT`), folded into the instance's `NAPI_COUNTERS` entry when the CPU polls another
+//! instance: the same scheme, and the same bracket, as the per-page counts (`pool::hot`).
+
+use core::ptr::write_volatile;
 
 use aya_ebpf::{macros::raw_tracepoint, programs::RawTracePointContext};
-use ppscope_common::NapiCounters;
+use ppscope_common::{NapiHot, NapiSlot};
 
 use crate::{
     config,
     kmem::{device_identity, read_field},
-    maps::{NAPI_COUNTERS, NAPI_IDENTITY},
+    maps::{NAPI_COUNTERS, NAPI_IDENTITY, NAPI_SLOT},
 };
 
 /// `napi:napi_poll(napi, work, budget)`: how much of its budget each poll used.
@@ -21,23 +25,70 @@ pub fn tp_napi_poll(ctx: RawTracePointContext) -> i32 {
     if napi == 0 {
         return 0;
     }
-    if NAPI_COUNTERS.get_ptr_mut(napi).is_none() {
-        // SAFETY: read-only lookup of an identity record.
-        if unsafe { NAPI_IDENTITY.get(napi) }.is_none() {
-            let netdev = read_field::<u64>(napi, config().offsets.napi_dev).unwrap_or(0);
-            let _ = NAPI_IDENTITY.insert(napi, device_identity(netdev, napi), 0);
+    // SAFETY: this CPU's element of a per-CPU array (a program nested between the check and
+    // the adds may move one poll to the other instance, as for pages).
+    let Some(s) = NAPI_SLOT.get_ptr_mut(0).map(|s| unsafe { &mut *s }) else {
+        return 0;
+    };
+    if s.napi != napi {
+        if NAPI_COUNTERS.get_ptr_mut(napi).is_none() && !first_sight(napi) {
+            return 0;
         }
-        let _ = NAPI_COUNTERS.insert(napi, NapiCounters::default(), 0);
+        // No program but this one writes the slot, and a program does not run nested in
+        // itself on one CPU: no fold can be in progress here (unlike `pool::hot`).
+        switch(s, napi);
     }
-    if let Some(c) = NAPI_COUNTERS.get_ptr_mut(napi) {
-        // SAFETY: per-CPU value of this CPU.
-        let c = unsafe { &mut *c };
-        c.polls += 1;
-        c.work += work.max(0) as u64;
-        c.budget += budget.max(0) as u64;
-        if work >= budget && budget > 0 {
-            c.full_budget += 1;
-        }
+    let c = &mut s.counts;
+    c.polls += 1;
+    c.work += work.max(0) as u64;
+    c.budget += budget.max(0) as u64;
+    if work >= budget && budget > 0 {
+        c.full_budget += 1;
     }
     0
+}
+
+/// The instance's identity and its hash entry, made on first sight (before any of its counts
+/// sit in a slot: the agent folds a slot only into an entry it read).
+#[inline(always)]
+fn first_sight(napi: u64) -> bool {
+    // SAFETY: read-only lookup of an identity record.
+    if unsafe { NAPI_IDENTITY.get(napi) }.is_none() {
+        let netdev = read_field::<u64>(napi, config().offsets.napi_dev).unwrap_or(0);
+        let _ = NAPI_IDENTITY.insert(napi, device_identity(netdev, napi), 0);
+    }
+    NAPI_COUNTERS.insert(napi, NapiHot::default(), 0).is_ok()
+}
+
+macro_rules! put {
+    ($place:expr, $value:expr) => {
+        // SAFETY: a field of a map value this program holds.
+        unsafe { write_volatile(&mut $place, $value) }
+    };
+}
+
+/// Folds the slot into its instance's entry, bracketed as `pool::switch_slot` does (see
+/// `HotSlot` for the reader's side), and gives the slot to `napi`.
+#[inline(always)]
+fn switch(s: &mut NapiSlot, napi: u64) {
+    let seq = s.seq;
+    put!(s.seq_end, seq | 1);
+    if let Some(c) = NAPI_COUNTERS.get_ptr_mut(s.napi) {
+        // SAFETY: this CPU's value of the old instance's entry.
+        let c = unsafe { &mut *c };
+        put!(c.fold_tail, seq | 1);
+        put!(c.counts.polls, c.counts.polls + s.counts.polls);
+        put!(c.counts.work, c.counts.work + s.counts.work);
+        put!(c.counts.full_budget, c.counts.full_budget + s.counts.full_budget);
+        put!(c.counts.budget, c.counts.budget + s.counts.budget);
+        put!(c.fold_head, seq);
+        put!(c.fold_tail, seq);
+    }
+    put!(s.counts.polls, 0);
+    put!(s.counts.work, 0);
+    put!(s.counts.full_budget, 0);
+    put!(s.counts.budget, 0);
+    put!(s.napi, napi);
+    put!(s.seq, seq + 2);
+    put!(s.seq_end, seq + 2);
 }

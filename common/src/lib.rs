@@ -449,9 +449,10 @@ pub struct NapiHot {
     pub fold_tail: u64,
 }
 
-/// The NAPI counts of the instance this CPU polled last, in a per-CPU array slot: the poll
-/// hook counts here (an array lookup the verifier inlines) and folds into the instance's
-/// [`NapiHot`] only when the CPU polls another instance, bracketed as [`HotSlot`]'s fold is.
+/// The NAPI counts of the instance this CPU polled last of those sharing a slot
+/// ([`NapiSlot::index`]), in a per-CPU array: the poll hook counts here (an array lookup the
+/// verifier inlines) and folds into the instance's [`NapiHot`] only when the slot goes to
+/// another instance, bracketed as [`HotSlot`]'s fold is.
 /// A CPU polls a few instances over and over, so switches are rare next to polls (an LRU hash
 /// lookup per poll was most of `--detail light`'s cost: BENCHMARKS.md).
 #[repr(C)]
@@ -464,7 +465,18 @@ pub struct NapiSlot {
     pub seq_end: u64,
 }
 
+/// Slots per CPU in `NAPI_SLOT`: a CPU polls several instances in turn (a NIC's rx and tx
+/// queues, a veth, the backlog), so one slot thrashed; each instance has its slot by
+/// [`NapiSlot::index`], and each slot folds on its own.
+pub const NAPI_SLOTS: u32 = 4;
+
 impl NapiSlot {
+    /// The slot of `napi` on every CPU (kernel and agent must agree): bits above the
+    /// allocation alignment, mixed.
+    pub fn index(napi: u64) -> u32 {
+        ((napi >> 6) ^ (napi >> 12) ^ (napi >> 18)) as u32 & (NAPI_SLOTS - 1)
+    }
+
     /// A copy of one whole state (not one taken while a fold was changing it).
     pub fn settled(&self) -> bool {
         self.seq == self.seq_end && self.seq.is_multiple_of(2)

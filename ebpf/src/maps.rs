@@ -6,7 +6,7 @@ use aya_ebpf::{
 };
 use ppscope_common::{
     site, site_stat, DeviceIdentity, DropKey, Frame, HotSlot, NapiHot, NapiSlot, PoolHists, PoolHot,
-    PoolIdentity, PoolState, PoolTeardown, SiteStats, MAX_POOLS,
+    PoolIdentity, PoolState, PoolTeardown, SiteStats, MAX_POOLS, NAPI_SLOTS,
 };
 
 #[map]
@@ -60,9 +60,9 @@ pub(crate) static POOL_STATE: LruHashMap<u64, PoolState> =
 pub(crate) static NAPI_COUNTERS: LruPerCpuHashMap<u64, NapiHot> =
     LruPerCpuHashMap::with_max_entries(MAX_POOLS, 0);
 
-/// The NAPI counts of the instance each CPU polled last (see `NapiSlot`).
+/// The NAPI counts of the instances each CPU polled last, one per slot (see `NapiSlot`).
 #[map]
-pub(crate) static NAPI_SLOT: PerCpuArray<NapiSlot> = PerCpuArray::with_max_entries(1, 0);
+pub(crate) static NAPI_SLOT: PerCpuArray<NapiSlot> = PerCpuArray::with_max_entries(NAPI_SLOTS, 0);
 
 /// Device behind each NAPI instance (key: napi pointer) and each dropping device (key: netdev).
 #[map]

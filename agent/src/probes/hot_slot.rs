@@ -1,8 +1,9 @@
 //! The per-CPU slot of the pool each CPU saw last (`HotSlot`, `ebpf/src/pool.rs`): the
 //! per-page hooks count there and fold into the pool's hash entry only when the CPU switches
 //! pools. A pool's counts on a CPU are its hash entry plus the slot while the slot holds it.
-//! NAPI polls are counted the same way (`NapiSlot`, `ebpf/src/hooks/napi_poll.rs`): what
-//! follows holds for both ([`Slot`]).
+//! NAPI polls are counted the same way (`NapiSlot`, `ebpf/src/hooks/napi_poll.rs`), with a
+//! few slots per CPU, each instance always in the same one: what follows holds for each slot
+//! ([`Slot`]).
 //!
 //! The collection reads the slots, then the hash, then the slots again; a fold can run on any
 //! CPU meanwhile. [`fold`] adds exactly what the hash copy does not already hold, so a counter
@@ -17,13 +18,16 @@
 //!
 //! Copies taken while a fold was writing (`HotSlot::settled`, `PoolHot`'s `fold_head` /
 //! `fold_tail`) are taken again.
-use ppscope_common::{HotSlot, NapiHot, NapiSlot, PoolHot};
+use ppscope_common::{HotSlot, NapiHot, NapiSlot, PoolHot, NAPI_SLOTS};
 
 /// A per-CPU slot and the hash entry its counts fold into: the per-page counts of a pool
 /// ([`HotSlot`] into [`PoolHot`]) and the polls of a NAPI instance ([`NapiSlot`] into
 /// [`NapiHot`]). Both fold with the same bracket, so one reading rule serves both.
 pub trait Slot: Copy {
     type Entry: Copy;
+    /// Slots per CPU, and the one `key` counts in.
+    const SLOTS: u32;
+    fn index(key: u64) -> u32;
     /// The key whose counts the slot holds (0: none).
     fn occupant(&self) -> u64;
     fn seq(&self) -> u64;
@@ -49,6 +53,11 @@ pub fn fold<S: Slot>(entry: &mut S::Entry, key: u64, before: &S, after: &S) {
 
 impl Slot for HotSlot {
     type Entry = PoolHot;
+    const SLOTS: u32 = 1;
+
+    fn index(_pool: u64) -> u32 {
+        0
+    }
 
     fn occupant(&self) -> u64 {
         self.pool
@@ -84,6 +93,11 @@ impl Slot for HotSlot {
 
 impl Slot for NapiSlot {
     type Entry = NapiHot;
+    const SLOTS: u32 = NAPI_SLOTS;
+
+    fn index(napi: u64) -> u32 {
+        NapiSlot::index(napi)
+    }
 
     fn occupant(&self) -> u64 {
         self.napi

@@ -173,24 +173,31 @@ where
         (before, rows, after) = read()?;
     }
     rows.fold_in(|key, cpu, entry| {
-        if let (Some(b), Some(a)) = (before.get(cpu), after.get(cpu)) {
-            hot_slot::fold(entry, key, b, a);
+        let slot = S::index(key) as usize;
+        let per_cpu = |copy: &[Vec<S>]| copy.get(slot).and_then(|c| c.get(cpu)).copied();
+        if let (Some(b), Some(a)) = (per_cpu(&before), per_cpu(&after)) {
+            hot_slot::fold(entry, key, &b, &a);
         }
     });
     Ok(rows)
 }
 
-/// Every CPU's slot (see `hot_slot`), copied again while any copy caught a fold.
-fn settled_slots<S: hot_slot::Slot + Pod>(map: &Map) -> Result<Vec<S>> {
+/// Every slot on every CPU (see `hot_slot`), `[slot][cpu]`, each copied again while any of
+/// its copies caught a fold.
+fn settled_slots<S: hot_slot::Slot + Pod>(map: &Map) -> Result<Vec<Vec<S>>> {
     let slots: PerCpuArray<_, S> = PerCpuArray::try_from(map)?;
-    let mut copy: Vec<S> = slots.get(&0, 0)?.iter().copied().collect();
-    for _ in 1..SETTLE_TRIES {
-        if copy.iter().all(S::settled) {
-            break;
-        }
-        copy = slots.get(&0, 0)?.iter().copied().collect();
-    }
-    Ok(copy)
+    (0..S::SLOTS)
+        .map(|i| {
+            let mut copy: Vec<S> = slots.get(&i, 0)?.iter().copied().collect();
+            for _ in 1..SETTLE_TRIES {
+                if copy.iter().all(S::settled) {
+                    break;
+                }
+                copy = slots.get(&i, 0)?.iter().copied().collect();
+            }
+            Ok(copy)
+        })
+        .collect()
 }
 
 /// Every entry of a hash map: in batches where the kernel does them ([`batch`]), else one by

@@ -27,7 +27,10 @@ pub fn tp_napi_poll(ctx: RawTracePointContext) -> i32 {
     }
     // SAFETY: this CPU's element of a per-CPU array (a program nested between the check and
     // the adds may move one poll to the other instance, as for pages).
-    let Some(s) = NAPI_SLOT.get_ptr_mut(0).map(|s| unsafe { &mut *s }) else {
+    let Some(s) = NAPI_SLOT
+        .get_ptr_mut(NapiSlot::index(napi))
+        .map(|s| unsafe { &mut *s })
+    else {
         return 0;
     };
     if s.napi != napi {

@@ -194,7 +194,7 @@ pub struct PoolHot {
 }
 
 /// The per-page counts of the pool this CPU saw last (allocations, fragment allocations,
-/// recycles, pages in and out), in a per-CPU array slot: an array lookup the verifier inlines,
+/// recycles, pages in and out, refills), in a per-CPU array slot: an array lookup the verifier inlines,
 /// instead of a hash lookup per page. NAPI keeps a queue's pool on one CPU, so the slot
 /// changes pools rarely; when it does, its counts are folded into the old pool's
 /// [`PoolHot`] and the slot starts again for the new one.
@@ -220,6 +220,13 @@ pub struct HotSlot {
     pub full_run: u64,
     pub hold_pages: u64,
     pub release_pages: u64,
+    /// Refills (`--detail light` counts these per CPU too: they are its most frequent event
+    /// after NAPI polls).
+    pub refill_calls: u64,
+    pub refill_empty: u64,
+    pub refill_pages: u64,
+    /// The empty-ring run of this pool in progress on this CPU (a switch ends it).
+    pub empty_run: u64,
     pub seq_end: u64,
 }
 

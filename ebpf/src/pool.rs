@@ -184,7 +184,7 @@ macro_rules! put {
 }
 
 /// Folds the slot's counts into its pool's hash entry (bracketed by `fold_tail` and
-/// `fold_head`), ends the pool's ring-full run, and gives the slot to `pool`.
+/// `fold_head`), ends the pool's ring-full and empty-ring runs, and gives the slot to `pool`.
 #[inline(always)]
 fn switch_slot(s: &mut HotSlot, pool: u64) {
     let seq = s.seq;
@@ -201,11 +201,17 @@ fn switch_slot(s: &mut HotSlot, pool: u64) {
         put!(c.put_released, c.put_released + s.put_released);
         put!(c.hold_pages, c.hold_pages + s.hold_pages);
         put!(c.release_pages, c.release_pages + s.release_pages);
+        put!(c.refill_calls, c.refill_calls + s.refill_calls);
+        put!(c.refill_empty, c.refill_empty + s.refill_empty);
+        put!(c.refill_pages, c.refill_pages + s.refill_pages);
         put!(c.fold_head, seq);
         put!(c.fold_tail, seq);
     }
     if s.full_run > 0 {
         hist_add(old, Hist::FullRun, s.full_run);
+    }
+    if s.empty_run > 0 {
+        hist_add(old, Hist::EmptyRun, s.empty_run);
     }
     put!(s.alloc_calls, 0);
     put!(s.frag_calls, 0);
@@ -215,6 +221,10 @@ fn switch_slot(s: &mut HotSlot, pool: u64) {
     put!(s.full_run, 0);
     put!(s.hold_pages, 0);
     put!(s.release_pages, 0);
+    put!(s.refill_calls, 0);
+    put!(s.refill_empty, 0);
+    put!(s.refill_pages, 0);
+    put!(s.empty_run, 0);
     put!(s.pool, pool);
     put!(s.seq, seq + 2);
     put!(s.seq_end, seq + 2);

@@ -79,7 +79,11 @@ impl Slot for HotSlot {
         hot.put_released += self.put_released;
         hot.hold_pages += self.hold_pages;
         hot.release_pages += self.release_pages;
+        hot.refill_calls += self.refill_calls;
+        hot.refill_empty += self.refill_empty;
+        hot.refill_pages += self.refill_pages;
         hot.full_run += self.full_run;
+        hot.empty_run += self.empty_run;
     }
 
     fn fold_head(hot: &PoolHot) -> u64 {

@@ -14,30 +14,45 @@ use crate::{
     config,
     frames::{close_frame, open_frame},
     kmem::{arg, PoolRead, Probed, Typed},
-    pool::{close_run, counters, record_state, refresh_device, Hist},
+    pool::{close_run, hot, record_state, refresh_device, Hist, Hot},
 };
 
-#[inline(always)]
-fn on_refill_exit<R: PoolRead>(pool: u64, got: u64) {
-    let cfg = config();
-    record_state::<R>(pool);
-    if let Some(c) = counters(pool) {
+/// Counts one refill in `$c` (the CPU's slot or the pool's entry: both have the fields).
+macro_rules! count_refill {
+    ($c:expr, $pool:expr, $got:expr, $left:expr) => {{
+        let c = $c;
         c.refill_calls += 1;
-        // The device (renamed, or another pool at this address) is checked on this CPU's
+        // The device (renamed, or another pool at this address) is checked on this slot's
         // first refill of the pool and every 64th after, as `page_hold` does per page: at
         // every refill it was about a third of the program's reads (BENCHMARKS.md).
         if c.refill_calls % 64 == 1 {
-            refresh_device(pool);
+            refresh_device($pool);
         }
-        if got == 0 {
+        if $got == 0 {
             c.refill_empty += 1;
             c.empty_run += 1;
         } else {
-            close_run(pool, &mut c.empty_run, Hist::EmptyRun);
-            // The refill moved `count + 1` pages: the cache now holds `count`, one was returned.
-            let left = R::field::<u32>(pool, cfg.offsets.pool_alloc_count).unwrap_or(0);
-            c.refill_pages += left as u64 + 1;
+            close_run($pool, &mut c.empty_run, Hist::EmptyRun);
+            // The refill moved `count + 1` pages: the cache now holds `count`, one returned.
+            c.refill_pages += $left + 1;
         }
+    }};
+}
+
+/// Counted in the CPU's slot, as the per-page hooks count (`pool::hot`): refills are light's
+/// most frequent event after NAPI polls, and a hash lookup each was a fifth of its cost.
+#[inline(always)]
+fn on_refill_exit<R: PoolRead>(pool: u64, got: u64) {
+    record_state::<R>(pool);
+    let left = if got == 0 {
+        0
+    } else {
+        R::field::<u32>(pool, config().offsets.pool_alloc_count).unwrap_or(0) as u64
+    };
+    match hot(pool) {
+        Some(Hot::Slot(s)) => count_refill!(s, pool, got, left),
+        Some(Hot::Entry(c)) => count_refill!(c, pool, got, left),
+        None => {}
     }
 }
 

@@ -186,8 +186,11 @@ pub struct PoolHot {
     pub release_pages: u64,
     /// Sum of memory-provider allocation durations in ns (calls are `mp_alloc_calls`).
     pub mp_ns_sum: u64,
-    /// The ring-full run in progress on this CPU.
+    /// The ring-full run in progress on this CPU, counted here only while the CPU's
+    /// [`HotSlot`] was being switched (nested programs); the slot holds the run otherwise.
     pub full_run: u64,
+    /// The empty-ring run of this pool on this CPU parked here while the slot holds another
+    /// pool (the slot takes it up again with the pool).
     pub empty_run: u64,
     /// Equal to `fold_head` when no fold is in progress.
     pub fold_tail: u64,

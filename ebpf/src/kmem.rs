@@ -119,7 +119,7 @@ pub(crate) fn driver_name(netdev: u64, o: &ppscope_common::KernelOffsets) -> [u8
 /// What `netdev` is (ifindex, name) and, for a NAPI instance, its id (`napi` 0: none).
 #[inline(always)]
 pub(crate) fn device_identity(netdev: u64, napi: u64) -> DeviceIdentity {
-    let o = config().offsets;
+    let o = &config().offsets;
     DeviceIdentity {
         ifindex: read_field::<u32>(netdev, o.netdev_ifindex).unwrap_or(0),
         napi_id: read_field::<u32>(napi, o.napi_id).unwrap_or(0),

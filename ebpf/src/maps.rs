@@ -13,7 +13,7 @@ use ppscope_common::{
 pub(crate) static POOL_COUNTERS: LruPerCpuHashMap<u64, PoolHot> =
     LruPerCpuHashMap::with_max_entries(MAX_POOLS, 0);
 
-/// The per-page counts of the pool each CPU saw last (see `HotSlot`): the per-page hooks
+/// The per-page and refill counts of the pool each CPU saw last (see `HotSlot`): those hooks
 /// count here, and fold into `POOL_COUNTERS` only when the CPU switches pools.
 #[map]
 pub(crate) static HOT_SLOT: PerCpuArray<HotSlot> = PerCpuArray::with_max_entries(1, 0);

@@ -107,6 +107,14 @@ pub(crate) fn refresh_device(pool: u64) {
     }
 }
 
+/// Marks the pool's entry recently used. While the CPU's slot holds a pool nothing else looks
+/// its entry up, and the LRU would take the busiest pool for the coldest when the map is full:
+/// the slot's users call this every 64th event.
+#[inline(always)]
+pub(crate) fn touch_counters(pool: u64) {
+    let _ = POOL_COUNTERS.get_ptr_mut(pool);
+}
+
 /// The counters of `pool` on this CPU, created (and the pool's identity read) on first sight.
 #[inline(always)]
 pub(crate) fn counters(pool: u64) -> Option<&'static mut PoolHot> {
@@ -127,6 +135,12 @@ pub(crate) fn counters(pool: u64) -> Option<&'static mut PoolHot> {
         }
     }
     record_identity(pool, &cfg);
+    insert_counters(pool)
+}
+
+/// A zeroed entry for `pool` (counted in `POOL_INSERTS`), and the entry.
+#[inline(always)]
+fn insert_counters(pool: u64) -> Option<&'static mut PoolHot> {
     let zero = ZERO_COUNTERS.get_ptr(0)?;
     // SAFETY: the zero slot is never written.
     if POOL_COUNTERS.insert(pool, unsafe { &*zero }, 0).is_ok() {
@@ -136,7 +150,7 @@ pub(crate) fn counters(pool: u64) -> Option<&'static mut PoolHot> {
         }
     }
     POOL_COUNTERS.get_ptr_mut(pool).map(|c| {
-        // SAFETY: as above.
+        // SAFETY: per-CPU value of this CPU, as in `counters`.
         unsafe { &mut *c }
     })
 }
@@ -170,7 +184,7 @@ pub(crate) fn hot(pool: u64) -> Option<Hot> {
     if s.seq_end != s.seq {
         return Some(Hot::Entry(c));
     }
-    switch_slot(s, pool);
+    switch_slot(s, pool, c);
     Some(Hot::Slot(s))
 }
 
@@ -184,15 +198,24 @@ macro_rules! put {
 }
 
 /// Folds the slot's counts into its pool's hash entry (bracketed by `fold_tail` and
-/// `fold_head`), ends the pool's ring-full and empty-ring runs, and gives the slot to `pool`.
+/// `fold_head`), ends the pool's ring-full run, parks its empty-ring run in the entry (a run
+/// of refills that found the ring empty goes on across another pool's activity on this CPU,
+/// as it did when refills counted in the entry), and gives the slot to `pool`, whose parked
+/// run it takes up. An old entry the LRU evicted while the slot held its pool is made again
+/// with the slot's counts (the agent takes the drop for a restart), not lost.
 #[inline(always)]
-fn switch_slot(s: &mut HotSlot, pool: u64) {
+fn switch_slot(s: &mut HotSlot, pool: u64, new: &mut PoolHot) {
     let seq = s.seq;
     put!(s.seq_end, seq | 1);
     let old = s.pool;
-    if let Some(c) = POOL_COUNTERS.get_ptr_mut(old) {
+    let entry = match POOL_COUNTERS.get_ptr_mut(old) {
         // SAFETY: this CPU's value of the old pool's entry.
-        let c = unsafe { &mut *c };
+        Some(c) => Some(unsafe { &mut *c }),
+        None if old != 0 => insert_counters(old),
+        None => None,
+    };
+    let mut parked = false;
+    if let Some(c) = entry {
         put!(c.fold_tail, seq | 1);
         put!(c.alloc_calls, c.alloc_calls + s.alloc_calls);
         put!(c.frag_calls, c.frag_calls + s.frag_calls);
@@ -204,13 +227,15 @@ fn switch_slot(s: &mut HotSlot, pool: u64) {
         put!(c.refill_calls, c.refill_calls + s.refill_calls);
         put!(c.refill_empty, c.refill_empty + s.refill_empty);
         put!(c.refill_pages, c.refill_pages + s.refill_pages);
+        put!(c.empty_run, s.empty_run);
+        parked = true;
         put!(c.fold_head, seq);
         put!(c.fold_tail, seq);
     }
     if s.full_run > 0 {
         hist_add(old, Hist::FullRun, s.full_run);
     }
-    if s.empty_run > 0 {
+    if !parked && s.empty_run > 0 {
         hist_add(old, Hist::EmptyRun, s.empty_run);
     }
     put!(s.alloc_calls, 0);
@@ -224,7 +249,8 @@ fn switch_slot(s: &mut HotSlot, pool: u64) {
     put!(s.refill_calls, 0);
     put!(s.refill_empty, 0);
     put!(s.refill_pages, 0);
-    put!(s.empty_run, 0);
+    put!(s.empty_run, new.empty_run);
+    new.empty_run = 0;
     put!(s.pool, pool);
     put!(s.seq, seq + 2);
     put!(s.seq_end, seq + 2);
@@ -256,7 +282,7 @@ pub(crate) use count_page;
 /// `cargo xtask bench`) and an in-place write instead of a map update.
 #[inline(always)]
 pub(crate) fn record_state<R: PoolRead>(pool: u64) {
-    let o = config().offsets;
+    let o = &config().offsets;
     let mut st = PoolState::default();
     let size = R::field::<i32>(pool, o.pool_ring_size).unwrap_or(0);
     if let (Some(prod), Some(cons)) = (

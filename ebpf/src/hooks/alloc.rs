@@ -9,11 +9,17 @@ use aya_ebpf::{
     programs::{FEntryContext, ProbeContext},
 };
 
-use crate::{kmem::arg, pool::count_page};
+use crate::{
+    kmem::arg,
+    pool::{count_page, touch_counters},
+};
 
 #[inline(always)]
 fn on_alloc(pool: u64) {
-    count_page!(pool, alloc_calls);
+    // A pool served from its cache alone has no refill or hold to keep its entry recent.
+    if count_page!(pool, alloc_calls) % 4096 == 0 {
+        touch_counters(pool);
+    }
 }
 
 #[kprobe]

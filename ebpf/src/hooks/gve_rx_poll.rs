@@ -40,7 +40,7 @@ fn on_gve_poll_exit(work: i64) {
 /// `gve_rx_poll_dqo(block, budget)`: the queue is `block->rx->q_num`.
 #[kprobe]
 pub fn gve_poll_entry(ctx: ProbeContext) -> u32 {
-    let o = config().offsets;
+    let o = &config().offsets;
     let rx = read_field::<u64>(arg(&ctx, 0), o.gve_block_rx).unwrap_or(0);
     let queue = gve_queue_of_rx(rx).unwrap_or(u32::MAX);
     open_frame(site::GVE_POLL, queue as u64, 0, true);

@@ -43,6 +43,11 @@ pub fn tp_napi_poll(ctx: RawTracePointContext) -> i32 {
     }
     let c = &mut s.counts;
     c.polls += 1;
+    if c.polls % 64 == 0 {
+        // A lookup marks the entry recently used: the slot's own instance would otherwise
+        // look cold to the LRU, and be the first evicted from a full map.
+        let _ = NAPI_COUNTERS.get_ptr_mut(napi);
+    }
     c.work += work.max(0) as u64;
     c.budget += budget.max(0) as u64;
     if work >= budget && budget > 0 {
@@ -76,6 +81,10 @@ macro_rules! put {
 fn switch(s: &mut NapiSlot, napi: u64) {
     let seq = s.seq;
     put!(s.seq_end, seq | 1);
+    // An entry the LRU evicted meanwhile is made again with the slot's counts, not lost.
+    if NAPI_COUNTERS.get_ptr_mut(s.napi).is_none() && s.napi != 0 {
+        let _ = NAPI_COUNTERS.insert(s.napi, NapiHot::default(), 0);
+    }
     if let Some(c) = NAPI_COUNTERS.get_ptr_mut(s.napi) {
         // SAFETY: this CPU's value of the old instance's entry.
         let c = unsafe { &mut *c };

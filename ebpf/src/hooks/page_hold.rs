@@ -12,7 +12,7 @@ use aya_ebpf::{
 
 use crate::{
     kmem::arg,
-    pool::{count_page, refresh_device},
+    pool::{count_page, refresh_device, touch_counters},
 };
 
 #[inline(always)]
@@ -22,6 +22,7 @@ fn on_hold(pool: u64) {
     // this program's cost; BENCHMARKS.md), still within one slow-path batch of a new pool.
     if count_page!(pool, hold_pages) % 64 == 1 {
         refresh_device(pool);
+        touch_counters(pool);
     }
 }
 

@@ -14,7 +14,7 @@ use crate::{
     config,
     frames::{close_frame, open_frame},
     kmem::{arg, PoolRead, Probed, Typed},
-    pool::{close_run, hot, record_state, refresh_device, Hist, Hot},
+    pool::{close_run, hot, record_state, refresh_device, touch_counters, Hist, Hot},
 };
 
 /// Counts one refill in `$c` (the CPU's slot or the pool's entry: both have the fields).
@@ -27,6 +27,7 @@ macro_rules! count_refill {
         // every refill it was about a third of the program's reads (BENCHMARKS.md).
         if c.refill_calls % 64 == 1 {
             refresh_device($pool);
+            touch_counters($pool);
         }
         if $got == 0 {
             c.refill_empty += 1;

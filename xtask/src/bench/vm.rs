@@ -127,6 +127,9 @@ pub fn parse(output: &str, configs: &[&str], res: &mut Results) {
     if let Some(i) = output.find(begin) {
         let rest = &output[i + begin.len()..];
         let body = &rest[..rest.find("floor-end light").unwrap_or(rest.len())];
+        for l in body.lines().filter(|l| l.starts_with("floor-missing")) {
+            res.probe_cost_notes.push(format!("VM, light: {l}"));
+        }
         host::light_cost_row("VM (TCG)", &[body.to_string()], res);
     }
     // (workload, config, round, Mbit/s, CPU %)

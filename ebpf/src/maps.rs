@@ -5,8 +5,8 @@ use aya_ebpf::{
     maps::{LruHashMap, LruPerCpuHashMap, PerCpuArray},
 };
 use ppscope_common::{
-    site, site_stat, DeviceIdentity, DropKey, Frame, HotSlot, NapiHot, NapiSlot, PoolHists, PoolHot,
-    PoolIdentity, PoolState, PoolTeardown, SiteStats, MAX_POOLS, NAPI_SLOTS,
+    site, site_stat, DeviceIdentity, DropKey, Frame, HotSlot, NapiHot, NapiSlot, PoolHists,
+    PoolHot, PoolIdentity, PoolState, PoolTeardown, SiteStats, MAX_POOLS, NAPI_SLOTS,
 };
 
 #[map]

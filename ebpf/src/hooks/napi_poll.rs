@@ -91,7 +91,10 @@ fn switch(s: &mut NapiSlot, napi: u64) {
         put!(c.fold_tail, seq | 1);
         put!(c.counts.polls, c.counts.polls + s.counts.polls);
         put!(c.counts.work, c.counts.work + s.counts.work);
-        put!(c.counts.full_budget, c.counts.full_budget + s.counts.full_budget);
+        put!(
+            c.counts.full_budget,
+            c.counts.full_budget + s.counts.full_budget
+        );
         put!(c.counts.budget, c.counts.budget + s.counts.budget);
         put!(c.fold_head, seq);
         put!(c.fold_tail, seq);

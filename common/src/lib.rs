@@ -228,8 +228,12 @@ pub struct HotSlot {
     pub refill_calls: u64,
     pub refill_empty: u64,
     pub refill_pages: u64,
-    /// The empty-ring run of this pool in progress on this CPU (a switch ends it).
+    /// The empty-ring run of this pool in progress on this CPU (parked in the pool's entry
+    /// while the slot holds another pool).
     pub empty_run: u64,
+    /// Events of other pools seen while the slot held this one (not a count of any pool: it
+    /// paces how often the slot changes hands).
+    pub misses: u64,
     pub seq_end: u64,
 }
 
@@ -472,6 +476,9 @@ pub struct NapiSlot {
     /// The NAPI instance (`struct napi_struct *`) whose counts these are (0: none yet).
     pub napi: u64,
     pub counts: NapiCounters,
+    /// Polls of other instances of this slot seen while it held this one (paces how often
+    /// the slot changes hands).
+    pub misses: u64,
     pub seq_end: u64,
 }
 

@@ -159,13 +159,13 @@ fn insert_counters(pool: u64) -> Option<&'static mut PoolHot> {
 pub(crate) enum Hot {
     /// The CPU's slot, which holds this pool (see `HotSlot`).
     Slot(&'static mut HotSlot),
-    /// The pool's hash entry: the slot is being switched by a program this one interrupted
-    /// (a softirq during a recycle in process context).
+    /// The pool's hash entry: the slot holds another pool (see `hot`), or is being switched
+    /// by a program this one interrupted (a softirq during a recycle in process context).
     Entry(&'static mut PoolHot),
 }
 
-/// Where to count a page of `pool` on this CPU: the CPU's slot, switched to `pool` first when
-/// it holds another pool. None when the pool is not tracked (null, or filtered out by
+/// Where to count a page of `pool` on this CPU: the CPU's slot, switched to `pool` when it has
+/// held another pool for a while, else the pool's entry. None when the pool is not tracked (null, or filtered out by
 /// `--dev`). The hash lookup (and the identity read on first sight) happens only on a switch,
 /// once per program (it is inlined into every per-page program, whose size is what the
 /// verifier pays for at start-up).
@@ -184,9 +184,20 @@ pub(crate) fn hot(pool: u64) -> Option<Hot> {
     if s.seq_end != s.seq {
         return Some(Hot::Entry(c));
     }
+    // Another pool's event is counted in its entry (just looked up), and the slot changes
+    // hands only every `SWITCH_AFTER`th such event: a CPU that moved to another pool has the
+    // slot within a few events, one that serves many pools in turn (thousands of veths)
+    // pays one lookup an event, as before the slot, not a fold on top of it.
+    s.misses += 1;
+    if s.pool != 0 && s.misses % SWITCH_AFTER != 0 {
+        return Some(Hot::Entry(c));
+    }
     switch_slot(s, pool, c);
     Some(Hot::Slot(s))
 }
+
+/// Events of other keys after which a slot changes hands (`hot`, and the NAPI slots).
+pub(crate) const SWITCH_AFTER: u64 = 8;
 
 /// Writes in program order (LLVM keeps volatile stores in order; x86 keeps stores in order):
 /// what makes a bracketed fold readable (see `HotSlot`).

@@ -294,6 +294,7 @@ mod tests {
             napi: 0xa0,
             counts,
             seq_end: 4,
+            ..Default::default()
         };
         let mut entry = NapiHot {
             fold_head: 2,
@@ -315,6 +316,7 @@ mod tests {
             napi: 0xb0,
             counts: NapiCounters::default(),
             seq_end: 6,
+            ..Default::default()
         };
         let mut folded = NapiHot {
             fold_head: 4,

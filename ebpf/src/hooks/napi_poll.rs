@@ -8,12 +8,13 @@
 use core::ptr::write_volatile;
 
 use aya_ebpf::{macros::raw_tracepoint, programs::RawTracePointContext};
-use ppscope_common::{NapiHot, NapiSlot};
+use ppscope_common::{NapiCounters, NapiHot, NapiSlot};
 
 use crate::{
     config,
     kmem::{device_identity, read_field},
     maps::{NAPI_COUNTERS, NAPI_IDENTITY, NAPI_SLOT},
+    pool::SWITCH_AFTER,
 };
 
 /// `napi:napi_poll(napi, work, budget)`: how much of its budget each poll used.
@@ -37,23 +38,36 @@ pub fn tp_napi_poll(ctx: RawTracePointContext) -> i32 {
         if NAPI_COUNTERS.get_ptr_mut(napi).is_none() && !first_sight(napi) {
             return 0;
         }
-        // No program but this one writes the slot, and a program does not run nested in
-        // itself on one CPU: no fold can be in progress here (unlike `pool::hot`).
+        // As `pool::hot`: another instance's poll goes to its entry, and the slot changes
+        // hands every `SWITCH_AFTER`th one. No program but this one writes the slot, and a
+        // program does not run nested in itself on one CPU: no fold is in progress here.
+        s.misses += 1;
+        if s.napi != 0 && s.misses % SWITCH_AFTER != 0 {
+            if let Some(c) = NAPI_COUNTERS.get_ptr_mut(napi) {
+                // SAFETY: this CPU's value of the instance's entry.
+                count_poll(unsafe { &mut (*c).counts }, work, budget);
+            }
+            return 0;
+        }
         switch(s, napi);
     }
-    let c = &mut s.counts;
-    c.polls += 1;
-    if c.polls % 64 == 0 {
+    count_poll(&mut s.counts, work, budget);
+    if s.counts.polls % 64 == 0 {
         // A lookup marks the entry recently used: the slot's own instance would otherwise
         // look cold to the LRU, and be the first evicted from a full map.
         let _ = NAPI_COUNTERS.get_ptr_mut(napi);
     }
+    0
+}
+
+#[inline(always)]
+fn count_poll(c: &mut NapiCounters, work: i32, budget: i32) {
+    c.polls += 1;
     c.work += work.max(0) as u64;
     c.budget += budget.max(0) as u64;
     if work >= budget && budget > 0 {
         c.full_budget += 1;
     }
-    0
 }
 
 /// The instance's identity and its hash entry, made on first sight (before any of its counts

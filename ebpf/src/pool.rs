@@ -1,8 +1,5 @@
 //! Per-pool state shared by the hooks: counters per CPU, identity, ring gauges and rare-event
 //! histograms; and per-site stats (whole-site hooks, gve polls).
-
-use core::ptr::write_volatile;
-
 use ppscope_common::{HotSlot, PoolHot, PoolIdentity, PoolState, ProbeConfig, SiteStats};
 
 use crate::{
@@ -166,8 +163,8 @@ pub(crate) enum Hot {
 
 /// Where to count a page of `pool` on this CPU: the CPU's slot, switched to `pool` when it has
 /// held another pool for a while, else the pool's entry. None when the pool is not tracked (null, or filtered out by
-/// `--dev`). The hash lookup (and the identity read on first sight) happens only on a switch,
-/// once per program (it is inlined into every per-page program, whose size is what the
+/// `--dev`). The hash lookup (and the identity read on first sight) happens only for an event
+/// of a pool the slot does not hold, once per program (it is inlined into every per-page program, whose size is what the
 /// verifier pays for at start-up).
 ///
 /// A program nested between another's `pool` check and its increment may move one count to
@@ -200,13 +197,14 @@ pub(crate) fn hot(pool: u64) -> Option<Hot> {
 pub(crate) const SWITCH_AFTER: u64 = 8;
 
 /// Writes in program order (LLVM keeps volatile stores in order; x86 keeps stores in order):
-/// what makes a bracketed fold readable (see `HotSlot`).
+/// what makes a bracketed fold readable (see `HotSlot`; the NAPI slots fold with it too).
 macro_rules! put {
     ($place:expr, $value:expr) => {
         // SAFETY: a field of a map value this program holds.
-        unsafe { write_volatile(&mut $place, $value) }
+        unsafe { core::ptr::write_volatile(&mut $place, $value) }
     };
 }
+pub(crate) use put;
 
 /// Folds the slot's counts into its pool's hash entry (bracketed by `fold_tail` and
 /// `fold_head`), ends the pool's ring-full run, parks its empty-ring run in the entry (a run

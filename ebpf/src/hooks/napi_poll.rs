@@ -5,8 +5,6 @@
 //! (`NAPI_SLOT`), folded into the instance's `NAPI_COUNTERS` entry when the CPU polls another
 //! instance: the same scheme, and the same bracket, as the per-page counts (`pool::hot`).
 
-use core::ptr::write_volatile;
-
 use aya_ebpf::{macros::raw_tracepoint, programs::RawTracePointContext};
 use ppscope_common::{NapiCounters, NapiHot, NapiSlot};
 
@@ -14,7 +12,7 @@ use crate::{
     config,
     kmem::{device_identity, read_field},
     maps::{NAPI_COUNTERS, NAPI_IDENTITY, NAPI_SLOT},
-    pool::SWITCH_AFTER,
+    pool::{put, SWITCH_AFTER},
 };
 
 /// `napi:napi_poll(napi, work, budget)`: how much of its budget each poll used.
@@ -80,13 +78,6 @@ fn first_sight(napi: u64) -> bool {
         let _ = NAPI_IDENTITY.insert(napi, device_identity(netdev, napi), 0);
     }
     NAPI_COUNTERS.insert(napi, NapiHot::default(), 0).is_ok()
-}
-
-macro_rules! put {
-    ($place:expr, $value:expr) => {
-        // SAFETY: a field of a map value this program holds.
-        unsafe { write_volatile(&mut $place, $value) }
-    };
 }
 
 /// Folds the slot into its instance's entry, bracketed as `pool::switch_slot` does (see

@@ -67,7 +67,7 @@ pub fn bench_fx_refill(_ctx: FExitContext) -> u32 {
     0
 }
 
-#[raw_tracepoint(tracepoint = "napi_poll")]
-pub fn bench_tp_napi(_ctx: RawTracePointContext) -> i32 {
+#[raw_tracepoint(tracepoint = "kfree_skb")]
+pub fn bench_tp_drops(_ctx: RawTracePointContext) -> i32 {
     0
 }

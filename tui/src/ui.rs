@@ -785,7 +785,7 @@ fn backends(s: &Snapshot) -> String {
         (tp, "tracepoint"),
         (none, "missing"),
         (absent, "module absent"),
-        (off, "per-page off"),
+        (off, "left off"),
     ] {
         if n > 0 {
             out += &format!(" {name} {n}");

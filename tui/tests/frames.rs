@@ -139,7 +139,7 @@ fn a_destroyed_pool_says_so_in_its_detail() {
     );
 }
 
-/// A light source: the footer names the level and counts the per-page hooks it left off apart
+/// A light source: the footer names the level and counts the hooks it left off apart
 /// from missing ones.
 #[test]
 fn a_light_source_says_its_detail_and_what_it_left_off() {
@@ -170,7 +170,7 @@ fn a_light_source_says_its_detail_and_what_it_left_off() {
     }
     let text = frame(&app_with([s]), 160, 30);
     assert!(
-        text.contains("detail light · hooks: fentry 1 missing 1 per-page off 2"),
+        text.contains("detail light · hooks: fentry 1 missing 1 left off 2"),
         "{text}"
     );
 }

@@ -328,13 +328,13 @@ const FAMILIES: &[FamilyDef] = &[
     family(
         "ppscope_hook_attached",
         "gauge",
-        "1 when the hook is attached, with the backend serving it (none: nothing attached; module_not_loaded: its kernel module is absent, nothing to attach to; left_off: --detail light leaves per-page hooks off).",
+        "1 when the hook is attached, with the backend serving it (none: nothing attached; module_not_loaded: its kernel module is absent, nothing to attach to; left_off: --detail light leaves the per-page and per-poll hooks off).",
         Series::Hooks,
     ),
     family(
         "ppscope_detail",
         "gauge",
-        "1, labelled with the detail level the probes run at (light: no per-page hook, the split from the kernel's stats; full: every page counted).",
+        "1, labelled with the detail level the probes run at (light: no per-page or per-poll hook, the split from the kernel's stats; full: every page and NAPI poll counted).",
         Series::Detail,
     ),
     family(

@@ -321,6 +321,33 @@ fn a_destroyed_pool_shows_its_release_attempts_even_when_nothing_else_moves() {
     assert!(s.pools.is_empty(), "{:?}", s.pools);
 }
 
+/// `--detail light` leaves `napi_poll` off: a device that dropped nothing has no record of its
+/// own, and is named by its pool; its NAPI figures are unknown, not 0.
+#[test]
+fn a_device_without_napi_or_drop_records_is_named_by_its_pool() {
+    let t0 = Instant::now();
+    let mut id = PoolIdentity::EMPTY;
+    id.netdev = 7;
+    id.ifindex = 12;
+    id.known |= PoolIdentity::KNOWN_IFINDEX | PoolIdentity::KNOWN_IFNAME;
+    id.ifname[..4].copy_from_slice(b"eth3");
+    let pool = |c: PoolCounters| RawPool {
+        counters: c,
+        identity: Some(id),
+        ..Default::default()
+    };
+    let mut before = RawSample::empty(t0);
+    before.pools.insert(1, pool(PoolCounters::default()));
+    let mut after = RawSample::empty(t0 + std::time::Duration::from_secs(1));
+    after.pools.insert(1, pool(counters()));
+    let light = Coverage { napi: false, ..ALL };
+    let s = snapshot(&crate::testing::facts("k", light), &before, &after);
+    let d = &s.devices[0];
+    assert_eq!((d.ifname.as_deref(), d.ifindex), (Some("eth3"), Some(12)));
+    assert!(d.napi.is_none(), "{d:?}");
+    assert_eq!(d.drops_total, Some(0));
+}
+
 #[test]
 fn a_timeline_step_says_unknown_where_no_hook_counts() {
     let t0 = Instant::now();

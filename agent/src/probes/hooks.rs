@@ -51,8 +51,9 @@ pub(super) struct HookDef {
     pub(super) tracepoint_first: bool,
     /// The kernel module the functions live in, if not vmlinux.
     pub(super) module: Option<&'static str>,
-    /// Runs on every page allocated or recycled: left off by `--detail light`.
-    pub(super) per_page: bool,
+    /// Runs on every page allocated or recycled, or on every NAPI poll (one a packet when
+    /// traffic is light): left off by `--detail light`.
+    pub(super) frequent: bool,
 }
 
 const fn kp(
@@ -88,7 +89,7 @@ const fn hook(name: &'static str, group: Group, loses: &'static str) -> HookDef 
         tracepoint: None,
         tracepoint_first: false,
         module: None,
-        per_page: false,
+        frequent: false,
     }
 }
 
@@ -107,7 +108,7 @@ pub(super) const HOOKS: &[HookDef] = &[
             entry_by_arity: None,
             wrapper_entry: Some("fe_alloc_wrapper"),
         }),
-        per_page: true,
+        frequent: true,
         ..hook(
             "alloc",
             Group::PagePool,
@@ -121,7 +122,7 @@ pub(super) const HOOKS: &[HookDef] = &[
             None,
         ),
         fentry: fe(Some("fe_alloc_frag"), None),
-        per_page: true,
+        frequent: true,
         ..hook("alloc_frag", Group::PagePool, "fragment allocation counts")
     },
     HookDef {
@@ -186,7 +187,7 @@ pub(super) const HOOKS: &[HookDef] = &[
             Some("pp_put_exit"),
         ),
         fentry: fe(None, Some("fx_put_exit")),
-        per_page: true,
+        frequent: true,
         ..hook(
             "recycle",
             Group::PagePool,
@@ -208,7 +209,7 @@ pub(super) const HOOKS: &[HookDef] = &[
             entry_by_arity: Some((3, "fe_bulk_entry_pool")),
             wrapper_entry: None,
         }),
-        per_page: true,
+        frequent: true,
         ..hook(
             "recycle_bulk",
             Group::PagePool,
@@ -257,6 +258,10 @@ pub(super) const HOOKS: &[HookDef] = &[
             name: "napi_poll",
             prog: "tp_napi_poll",
         }),
+        // A poll handles up to its budget of packets, but one a packet when traffic is
+        // light: under `--detail light` it was two thirds of the BPF time per page
+        // (BENCHMARKS.md), for figures light does not promise.
+        frequent: true,
         ..hook(
             "napi_poll",
             Group::Chain,
@@ -386,9 +391,9 @@ fn all_programs(def: &HookDef) -> Vec<&'static str> {
     progs
 }
 
-/// Whether `detail` leaves this hook off: `light` leaves every per-page hook off.
+/// Whether `detail` leaves this hook off: `light` leaves every frequent hook off.
 pub(super) fn left_off(def: &HookDef, detail: Detail) -> bool {
-    def.per_page && detail == Detail::Light
+    def.frequent && detail == Detail::Light
 }
 
 /// The status of a hook left off by `--detail light`: not attached, and why.
@@ -463,7 +468,16 @@ mod tests {
             .filter(|d| left_off(d, Detail::Light))
             .map(|d| d.name)
             .collect();
-        assert_eq!(off, ["alloc", "alloc_frag", "recycle", "recycle_bulk"]);
+        assert_eq!(
+            off,
+            [
+                "alloc",
+                "alloc_frag",
+                "recycle",
+                "recycle_bulk",
+                "napi_poll"
+            ]
+        );
         assert!(HOOKS.iter().all(|d| !left_off(d, Detail::Full)));
         // What light keeps is enough for a burst profile (the advice), from refills.
         let kept = |name: &str| {

@@ -148,6 +148,13 @@ fn figure_sources(facts: &SourceFacts, kernel_stats: bool) -> Vec<FigureSource> 
     } else {
         unknown("needs fentry or kprobes for the refill hook, with page_hold and page_release")
     };
+    let napi_full = if on("napi_poll") {
+        "napi_poll tracepoint (every poll)".to_string()
+    } else if left_off("napi_poll") {
+        "napi_poll tracepoint, not tried (doctor --detail full tries it)".into()
+    } else {
+        unknown("no napi_poll tracepoint")
+    };
     let advice_full = per_page(
         &["alloc", "recycle"],
         "profile of every allocation and recycle",
@@ -173,6 +180,11 @@ fn figure_sources(facts: &SourceFacts, kernel_stats: bool) -> Vec<FigureSource> 
             figure: "slow-path latency",
             light: slow.clone(),
             full: slow,
+        },
+        FigureSource {
+            figure: "NAPI polls",
+            light: unknown("light leaves napi_poll off: it runs on every poll"),
+            full: napi_full,
         },
         FigureSource {
             figure: "ring-size advice",
@@ -288,6 +300,10 @@ mod tests {
             hook("slow_path", refill, ""),
             hook("page_hold", Some(Backend::Tracepoint), ""),
             hook("page_release", Some(Backend::Tracepoint), ""),
+            match detail {
+                Detail::Light => hook("napi_poll", None, LEFT_OFF_LIGHT),
+                Detail::Full => hook("napi_poll", Some(Backend::Tracepoint), ""),
+            },
         ];
         f
     }
@@ -316,12 +332,17 @@ mod tests {
             advice.light
         );
         assert!(advice.full.contains("every allocation"), "{}", advice.full);
+        let napi = source(&all, "NAPI polls");
+        assert!(napi.light.starts_with("? (light leaves"), "{}", napi.light);
+        assert_eq!(napi.full, "napi_poll tracepoint (every poll)");
 
         // Run at light: the per-page hooks were not tried, and doctor says so.
         let all = figure_sources(&facts(Detail::Light, fe, fe), false);
         let alloc = source(&all, "allocation split");
         assert!(alloc.full.contains("not tried"), "{}", alloc.full);
         assert!(!alloc.light.contains("kernel"), "no stats: {}", alloc.light);
+        let napi = source(&all, "NAPI polls");
+        assert!(napi.full.contains("not tried"), "{}", napi.full);
 
         // Tracepoints only, no kernel stats: what cannot be known is '?' with the reason.
         let all = figure_sources(&facts(Detail::Full, None, None), false);

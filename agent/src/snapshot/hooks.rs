@@ -54,10 +54,11 @@ impl HookStatus {
 }
 
 /// How much ppscope hooks (`--detail`). `light` leaves off every program that runs once per
-/// page on the allocation or recycle path (what made ppscope cost as much as bpftrace): what it
-/// shows comes from the kernel's own page_pool stats and from events that happen once per
-/// refill or slow-path batch (up to 64 pages) or when a page leaves its pool. `full` adds the
-/// per-page hooks: the exact allocation and recycle split on any kernel, and per-page bursts.
+/// page on the allocation or recycle path (what made ppscope cost as much as bpftrace), and
+/// the one on every NAPI poll: what it shows comes from the kernel's own page_pool stats and
+/// from events that happen once per refill or slow-path batch (up to 64 pages) or when a page
+/// leaves its pool. `full` adds those hooks: the exact allocation and recycle split on any
+/// kernel, per-page bursts, and NAPI work per poll.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
 )]
@@ -78,12 +79,13 @@ impl Detail {
     }
 }
 
-/// The reason a per-page hook gives under `--detail light` (a choice, not a failure).
+/// The reason a per-page or per-poll hook gives under `--detail light` (a choice, not a
+/// failure).
 pub const LEFT_OFF_LIGHT: &str =
-    "left off by --detail light (it runs on every page; --detail full attaches it)";
+    "left off by --detail light (it runs on every page or NAPI poll; --detail full attaches it)";
 
 impl HookStatus {
-    /// Not attached because `--detail light` leaves per-page hooks off (not a failure).
+    /// Not attached because `--detail light` leaves frequent hooks off (not a failure).
     pub fn left_off(&self) -> bool {
         !self.attached() && self.reasons.iter().any(|r| r == LEFT_OFF_LIGHT)
     }

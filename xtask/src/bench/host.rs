@@ -311,9 +311,9 @@ pub fn light_cost_row(place: &str, windows: &[String], res: &mut Results) {
             programs.sort_by(|a, b| b.1.total_cmp(&a.1));
         }
         // The empty programs on light's own hooks, per page (both must have run).
-        let empty = ["bench_fx_refill", "bench_tp_napi"].map(|p| m.get(p).map(|&(_, ns)| ns));
-        if let [Some(refill), Some(napi)] = empty {
-            hooks_floor.push((refill + napi) as f64 / allocs as f64);
+        let empty = ["bench_fx_refill", "bench_tp_drops"].map(|p| m.get(p).map(|&(_, ns)| ns));
+        if let [Some(refill), Some(drops)] = empty {
+            hooks_floor.push((refill + drops) as f64 / allocs as f64);
         }
         ours.push(total_ns as f64 / allocs as f64);
         floor.push(alloc_ns + put_ns);

@@ -26,7 +26,7 @@ pub struct LightCostRow {
     pub pages: u64,
     pub ours: Spread,
     pub floor: Spread,
-    /// Empty programs on light's own per-event hooks (refill fexit, `napi:napi_poll`), ns per
+    /// Empty programs on light's own per-event hooks (refill fexit, `skb:kfree_skb`), ns per
     /// page: the part of `ours` no body can remove. None when they did not attach.
     pub hooks_floor: Option<Spread>,
     /// ppscope's programs that ran, ns per page and ns per run, busiest first (first window).
@@ -304,7 +304,7 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
             let _ = writeln!(
                 s,
                 "\nThe last column is the kernel's part: an empty fexit on the refill and an \
-                 empty program on `napi:napi_poll`, the hooks light keeps, over the same \
+                 empty program on `skb:kfree_skb`, light's busiest hooks, over the same \
                  packets; what light costs above it is its bodies'. Where light's time goes \
                  (ns per page allocated, and per run):\n"
             );

@@ -246,7 +246,7 @@ tool-error bpftrace ERROR: boom\nstartup ppscope-fentry 812.5\n";
 ppscope-prog fx_slow_exit\nppscope-prog fx_put_exit\nfloor-ready\n\
 prog bench_fe_alloc 1000 100000\nprog bench_fe_put 1000 120000\nprog xdp_pass 5000 900000\n\
 prog fx_refill 16 8000\nprog tp_state_releas 10 2000\nprog fx_slow_exit 2 4000\n\
-prog bench_fx_refill 16 1600\nprog bench_tp_napi 200 4400\nfloor-end light\n";
+prog bench_fx_refill 16 1600\nprog bench_tp_drops 200 4400\nfloor-end light\n";
         let mut r = Results::default();
         parse(out, &[], &mut r);
         let light = &r.light_cost[0];

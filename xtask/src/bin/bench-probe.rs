@@ -5,7 +5,7 @@
 //!
 //! - `bench-probe floor OBJECT BACKEND SECONDS`: attaches the empty programs of BACKEND
 //!   (`fentry`, `kprobe` or `tracepoint`; `light`: fentry's, and empty programs on the
-//!   per-event hooks `--detail light` keeps, the refill's fexit and `napi:napi_poll`) to the
+//!   per-event hooks `--detail light` keeps, the refill's fexit and `skb:kfree_skb`) to the
 //!   hot hooks, keeps `BPF_ENABLE_STATS` on for
 //!   SECONDS, then prints `prog NAME RUNS RUN_NS` for every program on the system that ran
 //!   (ppscope's, running beside it, and the empty floors), `floor-attached HOOK` lines, and
@@ -145,16 +145,16 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
         }
         let r: Result<()> = (|| {
             let p: &mut RawTracePoint = ebpf
-                .program_mut("bench_tp_napi")
+                .program_mut("bench_tp_drops")
                 .context("prog")?
                 .try_into()?;
             p.load()?;
-            p.attach("napi_poll")?;
+            p.attach("kfree_skb")?;
             Ok(())
         })();
         match r {
-            Ok(()) => println!("floor-attached napi_poll napi_poll"),
-            Err(e) => println!("floor-missing napi_poll {e:#}"),
+            Ok(()) => println!("floor-attached drops kfree_skb"),
+            Err(e) => println!("floor-missing drops {e:#}"),
         }
     }
     match backend {

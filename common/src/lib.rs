@@ -244,12 +244,15 @@ impl HotSlot {
     }
 }
 
-/// Per-pool histograms of rare events (slow path, ring-full and empty-ring runs, ring fill),
-/// shared by all CPUs and updated with atomic adds: one copy per pool, not one per CPU.
+/// What a pool's rare events (refill, slow path, page release) leave behind: the ring's state
+/// at the last one and the histograms, shared by all CPUs (histograms with atomic adds): one
+/// copy per pool, not one per CPU, and one map lookup per event for all of it.
 #[repr(C)]
 #[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PoolHists {
+pub struct PoolRare {
+    /// Ring fill and inflight pages at the last rare event (`known` 0: never read).
+    pub state: PoolState,
     /// Slow-path duration histogram, log2 ns buckets (see [`LATENCY_BUCKETS`]).
     pub slow_hist: [u64; LATENCY_BUCKETS],
     /// Burst profile, kept in the kernel. Runs of consecutive recycles that found the ring
@@ -354,7 +357,7 @@ impl PoolCounters {
         self.empty_run = self.empty_run.max(h.empty_run);
     }
 
-    pub fn set_hists(&mut self, h: &PoolHists) {
+    pub fn set_hists(&mut self, h: &PoolRare) {
         self.slow_hist = h.slow_hist;
         self.full_run_hist = h.full_run_hist;
         self.empty_run_hist = h.empty_run_hist;
@@ -411,6 +414,7 @@ impl PoolIdentity {
 
 /// A pool's ring fill and inflight pages, read from kernel memory at its last refill, slow
 /// path or page release (rare events: they are what make the state change that matters).
+/// Kept in the pool's [`PoolRare`].
 #[repr(C)]
 #[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -592,7 +596,7 @@ mod pod {
     unsafe impl aya::Pod for super::HotSlot {}
     unsafe impl aya::Pod for super::NapiHot {}
     unsafe impl aya::Pod for super::NapiSlot {}
-    unsafe impl aya::Pod for super::PoolHists {}
+    unsafe impl aya::Pod for super::PoolRare {}
     unsafe impl aya::Pod for super::PoolIdentity {}
     unsafe impl aya::Pod for super::SiteStats {}
     unsafe impl aya::Pod for super::NapiCounters {}

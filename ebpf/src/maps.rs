@@ -5,8 +5,8 @@ use aya_ebpf::{
     maps::{LruHashMap, LruPerCpuHashMap, PerCpuArray},
 };
 use ppscope_common::{
-    site, site_stat, DeviceIdentity, DropKey, Frame, HotSlot, NapiHot, NapiSlot, PoolHists,
-    PoolHot, PoolIdentity, PoolState, PoolTeardown, SiteStats, MAX_POOLS, NAPI_SLOTS,
+    site, site_stat, DeviceIdentity, DropKey, Frame, HotSlot, NapiHot, NapiSlot, PoolHot,
+    PoolIdentity, PoolRare, PoolTeardown, SiteStats, MAX_POOLS, NAPI_SLOTS,
 };
 
 #[map]
@@ -18,13 +18,12 @@ pub(crate) static POOL_COUNTERS: LruPerCpuHashMap<u64, PoolHot> =
 #[map]
 pub(crate) static HOT_SLOT: PerCpuArray<HotSlot> = PerCpuArray::with_max_entries(1, 0);
 
-/// Rare-event histograms per pool, shared by all CPUs (atomic adds).
+/// Ring state and rare-event histograms per pool, shared by all CPUs (see `PoolRare`).
 #[map]
-pub(crate) static POOL_HISTS: LruHashMap<u64, PoolHists> =
-    LruHashMap::with_max_entries(MAX_POOLS, 0);
+pub(crate) static POOL_RARE: LruHashMap<u64, PoolRare> = LruHashMap::with_max_entries(MAX_POOLS, 0);
 
 #[map]
-pub(crate) static ZERO_HISTS: PerCpuArray<PoolHists> = PerCpuArray::with_max_entries(1, 0);
+pub(crate) static ZERO_RARE: PerCpuArray<PoolRare> = PerCpuArray::with_max_entries(1, 0);
 
 #[map]
 pub(crate) static POOL_IDENTITY: LruHashMap<u64, PoolIdentity> =
@@ -49,11 +48,6 @@ pub(crate) static GVE_POOL_QUEUE: LruHashMap<u64, u32> = LruHashMap::with_max_en
 
 #[map]
 pub(crate) static ZERO_SITE: PerCpuArray<SiteStats> = PerCpuArray::with_max_entries(1, 0);
-
-/// Ring fill and inflight pages per pool, as of the pool's last rare event.
-#[map]
-pub(crate) static POOL_STATE: LruHashMap<u64, PoolState> =
-    LruHashMap::with_max_entries(MAX_POOLS, 0);
 
 /// NAPI polls per NAPI instance (key: `struct napi_struct *`), folded from `NAPI_SLOT`.
 #[map]

@@ -1,13 +1,13 @@
 //! Per-pool state shared by the hooks: counters per CPU, identity, ring gauges and rare-event
 //! histograms; and per-site stats (whole-site hooks, gve polls).
-use ppscope_common::{HotSlot, PoolHot, PoolIdentity, PoolState, ProbeConfig, SiteStats};
+use ppscope_common::{HotSlot, PoolHot, PoolIdentity, PoolRare, PoolState, ProbeConfig, SiteStats};
 
 use crate::{
     config,
     kmem::{driver_name, log2_bucket, pool_netdev, read_field, PoolRead},
     maps::{
-        HOT_SLOT, POOL_COUNTERS, POOL_HISTS, POOL_IDENTITY, POOL_INSERTS, POOL_STATE, SITE_STATS,
-        ZERO_COUNTERS, ZERO_HISTS,
+        HOT_SLOT, POOL_COUNTERS, POOL_IDENTITY, POOL_INSERTS, POOL_RARE, SITE_STATS, ZERO_COUNTERS,
+        ZERO_RARE,
     },
 };
 
@@ -284,56 +284,66 @@ macro_rules! count_page {
 }
 pub(crate) use count_page;
 
-/// Reads the pool's ring fill and inflight pages (rare events only: refill, slow path,
-/// release). Release is rare only while the pool is healthy: a ring-full churn (veth + XDP on
-/// the host: ~26k releases/s) runs it per page, so it stays cheap: no timestamp (`stamp_ns`
-/// is read by nobody; it was 5× the floor's cost with the map update below, measured by
-/// `cargo xtask bench`) and an in-place write instead of a map update.
+/// Reads the pool's ring fill and inflight pages into its rare-event record, files the fill,
+/// and hands the record back for the caller's own histograms: one map lookup for all of it
+/// (refill, slow path, release). Release is rare only while the pool is healthy: a ring-full
+/// churn (veth + XDP on the host: ~26k releases/s) runs it per page, so it stays cheap: no
+/// timestamp (`stamp_ns` is read by nobody; it was 5× the floor's cost with a map update,
+/// measured by `cargo xtask bench`) and in-place writes instead of a map update.
+///
+/// `found_empty`: the caller knows the ring was empty a moment ago (a refill that got no
+/// page), so an equal producer and consumer mean empty without reading the ring's slot.
 #[inline(always)]
-pub(crate) fn record_state<R: PoolRead>(pool: u64) {
+pub(crate) fn record_state<R: PoolRead>(
+    pool: u64,
+    found_empty: bool,
+) -> Option<&'static mut PoolRare> {
     let o = &config().offsets;
     let mut st = PoolState::default();
     let size = R::field::<i32>(pool, o.pool_ring_size).unwrap_or(0);
+    let mut fill = None;
     if let (Some(prod), Some(cons)) = (
         R::field::<i32>(pool, o.pool_ring_producer),
         R::field::<i32>(pool, o.pool_ring_consumer_head),
     ) {
         if size > 0 && (0..size).contains(&prod) && (0..size).contains(&cons) {
-            let mut fill = prod - cons;
-            if fill < 0 {
-                fill += size;
+            let mut f = prod - cons;
+            if f < 0 {
+                f += size;
             }
             // producer == consumer_head is empty or full: a full ring's next slot is taken.
-            if fill == 0 {
-                let queue = read_field::<u64>(pool, o.pool_ring_queue).unwrap_or(0);
-                if read_field::<u64>(queue, 0).is_some()
-                    && read_field::<u64>(queue + prod as u64 * 8, 0).unwrap_or(0) != 0
-                {
-                    fill = size;
+            // The queue pointer is a plain number even to a typed program, so the slot at a
+            // run-time index is read by the helper.
+            if f == 0 && !found_empty {
+                let queue = R::field::<u64>(pool, o.pool_ring_queue).unwrap_or(0);
+                if read_field::<u64>(queue, prod as u32 * 8).unwrap_or(0) != 0 {
+                    f = size;
                 }
             }
-            st.ring_fill = fill as u32;
+            st.ring_fill = f as u32;
             st.known |= 1;
-            hist_add(pool, Hist::Fill, fill as u64);
+            fill = Some(f as u64);
         }
     }
-    if let (Some(hold), Some(release)) = (
+    let (hold, release) = (
         R::field::<u32>(pool, o.pool_hold_cnt),
         R::field::<u32>(pool, o.pool_release_cnt),
-    ) {
-        st.inflight = hold.wrapping_sub(release);
+    );
+    if hold.is_some() && release.is_some() {
+        // Both unwrapped to a defined value: on a failed read the payload is undefined, and
+        // LLVM computed the difference before the test, which the verifier refuses as a read
+        // of an uninitialised register.
+        st.inflight = hold.unwrap_or(0).wrapping_sub(release.unwrap_or(0));
         st.known |= 2;
     }
-    // An LRU hash update allocates a fresh element and frees the old one on every call; a
-    // write through the looked-up value does not. A reader racing the write may see fields
-    // of two updates mixed: both are gauges of the same moment, good enough for a gauge.
-    match POOL_STATE.get_ptr_mut(pool) {
-        // SAFETY: a map value stays valid for the program's run.
-        Some(p) => unsafe { *p = st },
-        None => {
-            let _ = POOL_STATE.insert(pool, st, 0);
-        }
+    let r = rare(pool)?;
+    // A reader racing the write may see fields of two events mixed: both are gauges of the
+    // same moment, good enough for a gauge.
+    r.state = st;
+    if let Some(f) = fill {
+        file(r, Hist::Fill, f);
     }
+    Some(r)
 }
 
 /// Which rare-event histogram of a pool.
@@ -345,26 +355,37 @@ pub(crate) enum Hist {
     Fill,
 }
 
-/// Adds one sample of `value` to a pool's shared histogram (created on first use).
+/// The pool's rare-event record, created on first use.
+#[inline(always)]
+pub(crate) fn rare(pool: u64) -> Option<&'static mut PoolRare> {
+    if let Some(r) = POOL_RARE.get_ptr_mut(pool) {
+        // SAFETY: a map value lives as long as the program runs; every writer adds to the
+        // histograms atomically, and the state is a gauge (see `record_state`).
+        return Some(unsafe { &mut *r });
+    }
+    let zero = ZERO_RARE.get_ptr(0)?;
+    // SAFETY: the zero slot is never written. BPF_NOEXIST: a racing CPU's entry stays.
+    let _ = POOL_RARE.insert(pool, unsafe { &*zero }, 1);
+    // SAFETY: as above.
+    POOL_RARE.get_ptr_mut(pool).map(|r| unsafe { &mut *r })
+}
+
+/// Adds one sample of `value` to a pool's shared histogram (record created on first use).
 #[inline(always)]
 pub(crate) fn hist_add(pool: u64, which: Hist, value: u64) {
-    let mut h = POOL_HISTS.get_ptr_mut(pool);
-    if h.is_none() {
-        let Some(zero) = ZERO_HISTS.get_ptr(0) else {
-            return;
-        };
-        // SAFETY: the zero slot is never written. BPF_NOEXIST: a racing CPU's entry stays.
-        let _ = POOL_HISTS.insert(pool, unsafe { &*zero }, 1);
-        h = POOL_HISTS.get_ptr_mut(pool);
+    if let Some(r) = rare(pool) {
+        file(r, which, value);
     }
-    let Some(h) = h else { return };
-    // SAFETY: a map value lives as long as the program runs; every writer adds atomically.
-    let h = unsafe { &mut *h };
+}
+
+/// Adds one sample of `value` to one of a record's histograms.
+#[inline(always)]
+pub(crate) fn file(r: &mut PoolRare, which: Hist, value: u64) {
     let arr = match which {
-        Hist::Slow => &mut h.slow_hist,
-        Hist::FullRun => &mut h.full_run_hist,
-        Hist::EmptyRun => &mut h.empty_run_hist,
-        Hist::Fill => &mut h.fill_hist,
+        Hist::Slow => &mut r.slow_hist,
+        Hist::FullRun => &mut r.full_run_hist,
+        Hist::EmptyRun => &mut r.empty_run_hist,
+        Hist::Fill => &mut r.fill_hist,
     };
     if let Some(slot) = arr.get_mut(log2_bucket(value)) {
         // SAFETY: an aligned u64 inside the map value; BPF has an atomic add even though the

@@ -58,17 +58,16 @@ pub struct ProbeOptions {
     /// Pools (and NAPI instances, dropping devices) tracked at once: the size of every
     /// per-pool map. Memory grows with it (per-CPU counters), so it is the user's choice.
     pub map_capacity: u32,
-    /// `light` leaves the per-page hooks off.
+    /// `light` leaves the per-page and per-poll hooks off.
     pub detail: Detail,
 }
 
 /// The maps keyed by pool, NAPI instance or device: sized by [`ProbeOptions::map_capacity`].
-const PER_POOL_MAPS: [&str; 10] = [
+const PER_POOL_MAPS: [&str; 9] = [
     "POOL_COUNTERS",
-    "POOL_HISTS",
+    "POOL_RARE",
     "POOL_IDENTITY",
     "GVE_POOL_QUEUE",
-    "POOL_STATE",
     "NAPI_COUNTERS",
     "NAPI_IDENTITY",
     "DROP_DEVICES",

@@ -7,8 +7,8 @@ use aya::{
     Pod,
 };
 use ppscope_common::{
-    site_stat, DeviceIdentity, DropKey, HotSlot, NapiCounters, NapiHot, NapiSlot, PoolHists,
-    PoolIdentity, PoolState, PoolTeardown, SiteStats,
+    site_stat, DeviceIdentity, DropKey, HotSlot, NapiCounters, NapiHot, NapiSlot, PoolIdentity,
+    PoolRare, PoolTeardown, SiteStats,
 };
 
 use super::{
@@ -37,9 +37,10 @@ impl Probes {
                 entry.counters.add_hot(c);
             }
         }
-        for (pool, h) in all::<u64, PoolHists>(map("POOL_HISTS")?)? {
+        for (pool, r) in all::<u64, PoolRare>(map("POOL_RARE")?)? {
             if let Some(entry) = pools.get_mut(&pool) {
-                entry.counters.set_hists(&h);
+                entry.counters.set_hists(&r);
+                entry.state = (r.state.known != 0).then_some(r.state);
             }
         }
         for (pool, id) in all::<u64, PoolIdentity>(map("POOL_IDENTITY")?)? {
@@ -50,11 +51,6 @@ impl Probes {
         for (pool, queue) in all::<u64, u32>(map("GVE_POOL_QUEUE")?)? {
             if let Some(entry) = pools.get_mut(&pool) {
                 entry.gve_queue = Some(queue);
-            }
-        }
-        for (pool, st) in all::<u64, PoolState>(map("POOL_STATE")?)? {
-            if let Some(entry) = pools.get_mut(&pool) {
-                entry.state = Some(st);
             }
         }
         let site_stats: PerCpuArray<_, SiteStats> = PerCpuArray::try_from(map("SITE_STATS")?)?;

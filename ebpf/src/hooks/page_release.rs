@@ -20,7 +20,7 @@ use crate::{
 #[inline(always)]
 fn on_release(pool: u64) {
     count_page!(pool, release_pages);
-    record_state::<Probed>(pool);
+    record_state::<Probed>(pool, false);
     // Tell an open bulk-recycle frame of this task that one of its pages left the pool (a
     // single recycle sees that by itself: see `recycle`).
     if let Some(f) = frame(site::BULK) {

@@ -14,12 +14,12 @@ use crate::{
     config,
     frames::{close_frame, open_frame},
     kmem::{arg, PoolRead, Probed, Typed},
-    pool::{close_run, hot, record_state, refresh_device, touch_counters, Hist, Hot},
+    pool::{file, hot, record_state, refresh_device, touch_counters, Hist, Hot},
 };
 
 /// Counts one refill in `$c` (the CPU's slot or the pool's entry: both have the fields).
 macro_rules! count_refill {
-    ($c:expr, $pool:expr, $got:expr, $left:expr) => {{
+    ($c:expr, $pool:expr, $rare:expr, $got:expr, $left:expr) => {{
         let c = $c;
         c.refill_calls += 1;
         // The device (renamed, or another pool at this address) is checked on this slot's
@@ -33,7 +33,13 @@ macro_rules! count_refill {
             c.refill_empty += 1;
             c.empty_run += 1;
         } else {
-            close_run($pool, &mut c.empty_run, Hist::EmptyRun);
+            // The run of empty refills ends: filed in the record `record_state` looked up.
+            if c.empty_run > 0 {
+                if let Some(r) = $rare {
+                    file(r, Hist::EmptyRun, c.empty_run);
+                }
+                c.empty_run = 0;
+            }
             // The refill moved `count + 1` pages: the cache now holds `count`, one returned.
             c.refill_pages += $left + 1;
         }
@@ -41,18 +47,19 @@ macro_rules! count_refill {
 }
 
 /// Counted in the CPU's slot, as the per-page hooks count (`pool::hot`): refills are light's
-/// most frequent event after NAPI polls, and a hash lookup each was a fifth of its cost.
+/// most frequent event, and a hash lookup each was a fifth of its cost. The ring's state, its
+/// fill and the empty-ring run go to the pool's rare-event record: one lookup for the three.
 #[inline(always)]
 fn on_refill_exit<R: PoolRead>(pool: u64, got: u64) {
-    record_state::<R>(pool);
+    let rare = record_state::<R>(pool, got == 0);
     let left = if got == 0 {
         0
     } else {
         R::field::<u32>(pool, config().offsets.pool_alloc_count).unwrap_or(0) as u64
     };
     match hot(pool) {
-        Some(Hot::Slot(s)) => count_refill!(s, pool, got, left),
-        Some(Hot::Entry(c)) => count_refill!(c, pool, got, left),
+        Some(Hot::Slot(s)) => count_refill!(s, pool, rare, got, left),
+        Some(Hot::Entry(c)) => count_refill!(c, pool, rare, got, left),
         None => {}
     }
 }

@@ -12,7 +12,7 @@ use ppscope_common::site;
 use crate::{
     frames::{close_frame, open_frame},
     kmem::{arg, now_ns, Probed},
-    pool::{counters, hist_add, record_state, Hist},
+    pool::{counters, file, record_state, Hist},
 };
 
 #[inline(always)]
@@ -21,12 +21,13 @@ fn on_slow_exit() {
         return;
     };
     let elapsed = now_ns().saturating_sub(f.start_ns);
-    record_state::<Probed>(f.pool);
+    if let Some(r) = record_state::<Probed>(f.pool, false) {
+        file(r, Hist::Slow, elapsed);
+    }
     if let Some(c) = counters(f.pool) {
         c.slow_calls += 1;
         c.slow_ns_sum += elapsed;
     }
-    hist_add(f.pool, Hist::Slow, elapsed);
 }
 
 #[kprobe]

@@ -50,11 +50,12 @@ struct ProbeArgs {
     #[arg(long, default_value_t = ppscope_common::MAX_POOLS,
           value_parser = clap::value_parser!(u32).range(2..=1_048_576))]
     map_capacity: u32,
-    /// light: no program on the per-page allocation or recycle path nor on every NAPI poll
-    /// (the split comes from the kernel's page_pool stats where it keeps them; ring hit rate,
-    /// slow path, returned pages and the advice from per-refill events; NAPI figures '?').
-    /// full: every page and poll counted, exact split on any kernel. Default: light for agent
-    /// and top, full for diagnose, record and doctor.
+    /// light: no program on the per-page allocation or recycle path, on every NAPI poll or
+    /// timing every page's return (the split comes from the kernel's page_pool stats where it
+    /// keeps them; ring hit rate, slow path, returned pages and the advice from per-refill
+    /// events; NAPI figures and page-return latency '?'). full: every page and poll counted,
+    /// exact split on any kernel. Default: light for agent and top, full for diagnose, record
+    /// and doctor.
     #[arg(long, value_enum)]
     detail: Option<Detail>,
 }

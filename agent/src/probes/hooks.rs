@@ -283,6 +283,10 @@ pub(super) const HOOKS: &[HookDef] = &[
             Some("pp_return_exit"),
         ),
         fentry: fe(Some("fe_return_entry"), Some("fx_return_exit")),
+        // Two programs and two clock reads on every page that leaves its pool: per page in a
+        // ring-full churn, for a latency light does not promise (`page_release` already
+        // counts those pages, once).
+        frequent: true,
         ..hook(
             "page_return",
             Group::PagePool,
@@ -475,7 +479,8 @@ mod tests {
                 "alloc_frag",
                 "recycle",
                 "recycle_bulk",
-                "napi_poll"
+                "napi_poll",
+                "page_return"
             ]
         );
         assert!(HOOKS.iter().all(|d| !left_off(d, Detail::Full)));

@@ -54,11 +54,12 @@ impl HookStatus {
 }
 
 /// How much ppscope hooks (`--detail`). `light` leaves off every program that runs once per
-/// page on the allocation or recycle path (what made ppscope cost as much as bpftrace), and
-/// the one on every NAPI poll: what it shows comes from the kernel's own page_pool stats and
+/// page on the allocation or recycle path (what made ppscope cost as much as bpftrace), the
+/// one on every NAPI poll and the pair timing every page's return to the allocator (its
+/// count stays): what it shows comes from the kernel's own page_pool stats and
 /// from events that happen once per refill or slow-path batch (up to 64 pages) or when a page
 /// leaves its pool. `full` adds those hooks: the exact allocation and recycle split on any
-/// kernel, per-page bursts, and NAPI work per poll.
+/// kernel, per-page bursts, NAPI work per poll and page-return latency.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
 )]

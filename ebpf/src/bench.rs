@@ -7,8 +7,11 @@
 //! loads them; the product's attach plan never names them.
 
 use aya_ebpf::{
-    macros::{fentry, fexit, kprobe, kretprobe, raw_tracepoint},
-    programs::{FEntryContext, FExitContext, ProbeContext, RawTracePointContext, RetProbeContext},
+    macros::{btf_tracepoint, fentry, fexit, kprobe, kretprobe, raw_tracepoint},
+    programs::{
+        BtfTracePointContext, FEntryContext, FExitContext, ProbeContext, RawTracePointContext,
+        RetProbeContext,
+    },
 };
 
 #[fentry]
@@ -58,6 +61,13 @@ pub fn bench_tp_hold(_ctx: RawTracePointContext) -> i32 {
 
 #[raw_tracepoint(tracepoint = "page_pool_state_release")]
 pub fn bench_tp_release(_ctx: RawTracePointContext) -> i32 {
+    0
+}
+
+/// The same tracepoint as `tp_btf`, the form ppscope's `page_release` takes where the kernel
+/// allows it.
+#[btf_tracepoint(function = "page_pool_state_release")]
+pub fn bench_tb_release(_ctx: BtfTracePointContext) -> i32 {
     0
 }
 

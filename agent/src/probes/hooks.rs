@@ -36,7 +36,11 @@ pub(super) struct FentryDef {
 pub(super) struct TracepointDef {
     pub(super) category: &'static str,
     pub(super) name: &'static str,
+    /// The raw tracepoint program (arguments are plain numbers: kernel reads are helper calls).
     pub(super) prog: &'static str,
+    /// The same body as a `tp_btf` program (arguments typed from BTF: a pool's fields are plain
+    /// loads), tried first; the raw one serves where the kernel refuses tracing programs.
+    pub(super) typed_prog: Option<&'static str>,
 }
 
 pub(super) struct HookDef {
@@ -225,6 +229,7 @@ pub(super) const HOOKS: &[HookDef] = &[
             category: "page_pool",
             name: "page_pool_state_hold",
             prog: "tp_state_hold",
+            typed_prog: None,
         }),
         tracepoint_first: true,
         ..hook(
@@ -244,6 +249,7 @@ pub(super) const HOOKS: &[HookDef] = &[
             category: "page_pool",
             name: "page_pool_state_release",
             prog: "tp_state_release",
+            typed_prog: Some("tb_state_release"),
         }),
         tracepoint_first: true,
         ..hook(
@@ -257,6 +263,7 @@ pub(super) const HOOKS: &[HookDef] = &[
             category: "napi",
             name: "napi_poll",
             prog: "tp_napi_poll",
+            typed_prog: None,
         }),
         // A poll handles up to its budget of packets, but one a packet when traffic is
         // light: under `--detail light` it was two thirds of the BPF time per page
@@ -273,6 +280,7 @@ pub(super) const HOOKS: &[HookDef] = &[
             category: "skb",
             name: "kfree_skb",
             prog: "tp_kfree_skb",
+            typed_prog: None,
         }),
         ..hook("drops", Group::Chain, "packet drops by device and reason")
     },
@@ -298,6 +306,7 @@ pub(super) const HOOKS: &[HookDef] = &[
             category: "page_pool",
             name: "page_pool_release",
             prog: "tp_pool_release",
+            typed_prog: None,
         }),
         ..hook(
             "pool_release",
@@ -391,7 +400,10 @@ pub(super) fn programs_of(def: &HookDef) -> Vec<&'static str> {
 #[cfg(test)]
 fn all_programs(def: &HookDef) -> Vec<&'static str> {
     let mut progs = programs_of(def);
-    progs.extend(def.tracepoint.as_ref().map(|t| t.prog));
+    if let Some(t) = &def.tracepoint {
+        progs.push(t.prog);
+        progs.extend(t.typed_prog);
+    }
     progs
 }
 

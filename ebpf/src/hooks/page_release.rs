@@ -1,26 +1,30 @@
 //! `page_release`: pages leaving the pool, so ring_full.
 //!
-//! Raw tracepoint `page_pool:page_pool_state_release` (`tp_state_release`) first: it is the
-//! exact source and fires for memory providers too. Else kprobe `pp_release` / fentry
+//! Tracepoint `page_pool:page_pool_state_release` first: it is the exact source and fires for
+//! memory providers too. As `tp_btf` (`tb_state_release`: the pool argument is BTF-typed, its
+//! fields are plain loads) where the kernel allows tracing programs, else as a raw tracepoint
+//! (`tp_state_release`: a helper call per field). Else kprobe `pp_release` / fentry
 //! `fe_release` on `page_pool_return_netmem` (older kernels: `page_pool_return_page`).
 
 use aya_ebpf::{
     helpers::bpf_get_current_pid_tgid,
-    macros::{fentry, kprobe, raw_tracepoint},
-    programs::{FEntryContext, ProbeContext, RawTracePointContext},
+    macros::{btf_tracepoint, fentry, kprobe, raw_tracepoint},
+    programs::{BtfTracePointContext, FEntryContext, ProbeContext, RawTracePointContext},
 };
 use ppscope_common::site;
 
 use crate::{
     frames::frame,
-    kmem::{arg, Probed},
+    kmem::{arg, PoolRead, Probed, Typed},
     pool::{count_page, record_state},
 };
 
+/// Runs per page while the ring is full (a ring-full churn): the ring's state is read as the
+/// program can read the pool (`R`).
 #[inline(always)]
-fn on_release(pool: u64) {
+fn on_release<R: PoolRead>(pool: u64) {
     count_page!(pool, release_pages);
-    record_state::<Probed>(pool, false);
+    record_state::<R>(pool, false);
     // Tell an open bulk-recycle frame of this task that one of its pages left the pool (a
     // single recycle sees that by itself: see `recycle`).
     if let Some(f) = frame(site::BULK) {
@@ -32,19 +36,26 @@ fn on_release(pool: u64) {
 
 #[kprobe]
 pub fn pp_release(ctx: ProbeContext) -> u32 {
-    on_release(arg(&ctx, 0));
+    on_release::<Probed>(arg(&ctx, 0));
     0
 }
 
 #[fentry]
 pub fn fe_release(ctx: FEntryContext) -> u32 {
-    on_release(ctx.arg::<u64>(0));
+    on_release::<Probed>(ctx.arg::<u64>(0));
     0
 }
 
 // Raw tracepoint: the pool is argument 0 in every kernel's TP_PROTO.
 #[raw_tracepoint(tracepoint = "page_pool_state_release")]
 pub fn tp_state_release(ctx: RawTracePointContext) -> i32 {
-    on_release(ctx.arg::<u64>(0));
+    on_release::<Probed>(ctx.arg::<u64>(0));
+    0
+}
+
+// The same tracepoint with typed arguments: `const struct page_pool *pool` is argument 0.
+#[btf_tracepoint(function = "page_pool_state_release")]
+pub fn tb_state_release(ctx: BtfTracePointContext) -> i32 {
+    on_release::<Typed>(ctx.arg::<u64>(0));
     0
 }

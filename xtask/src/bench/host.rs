@@ -233,8 +233,10 @@ pub const HOOK_PROGS: &[HookProgs] = &[
     HookProgs {
         backend: "tracepoint",
         hook: "page_release",
-        ours: &["tp_state_releas"],
-        floor: &["bench_tp_releas"],
+        // As tp_btf (typed pool), which this host's kernel allows; the raw program serves
+        // where a kernel refuses tracing programs.
+        ours: &["tb_state_releas"],
+        floor: &["bench_tb_releas"],
     },
 ];
 

@@ -28,7 +28,9 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 use aya::{
-    programs::{loaded_programs, FEntry, FExit, KProbe, RawTracePoint, Xdp, XdpMode},
+    programs::{
+        loaded_programs, BtfTracePoint, FEntry, FExit, KProbe, RawTracePoint, Xdp, XdpMode,
+    },
     Btf, Ebpf,
 };
 
@@ -182,6 +184,24 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
                     }
                     Err(e) => println!("floor-missing {hook} {e:#}"),
                 }
+            }
+            // ppscope's page_release runs as tp_btf where the kernel allows it: its floor too.
+            let r: Result<()> = (|| {
+                let btf = Btf::from_sys_fs().context("no vmlinux BTF")?;
+                let p: &mut BtfTracePoint = ebpf
+                    .program_mut("bench_tb_release")
+                    .context("prog")?
+                    .try_into()?;
+                p.load("page_pool_state_release", &btf)?;
+                p.attach()?;
+                Ok(())
+            })();
+            match r {
+                Ok(()) => {
+                    attached += 1;
+                    println!("floor-attached page_release page_pool_state_release (tp_btf)");
+                }
+                Err(e) => println!("floor-missing page_release (tp_btf) {e:#}"),
             }
         }
         _ => {}

@@ -280,7 +280,8 @@ pub fn per_call(
 pub fn light_cost_row(place: &str, windows: &[String], res: &mut Results) {
     let (mut ours, mut floor, mut hooks_floor, mut pages) =
         (Vec::new(), Vec::new(), Vec::new(), 0u64);
-    let mut programs = Vec::new();
+    // Per program over all windows: (runs, ns).
+    let mut by_program: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
     for w in windows {
         // ppscope's programs, as `bench-probe` read them from the object.
         let ours_names: Vec<&str> = w
@@ -299,18 +300,10 @@ pub fn light_cost_row(place: &str, windows: &[String], res: &mut Results) {
             .filter(|(name, _)| ours_names.contains(&name.as_str()))
             .collect();
         let total_ns: u64 = ran.iter().map(|(_, (_, ns))| ns).sum();
-        if programs.is_empty() {
-            programs = ran
-                .iter()
-                .map(|(name, &(runs, ns))| {
-                    (
-                        name.to_string(),
-                        ns as f64 / allocs as f64,
-                        ns as f64 / runs.max(1) as f64,
-                    )
-                })
-                .collect();
-            programs.sort_by(|a, b| b.1.total_cmp(&a.1));
+        for (name, &(runs, ns)) in ran {
+            let p = by_program.entry(name.clone()).or_default();
+            p.0 += runs;
+            p.1 += ns;
         }
         // The empty programs on light's own hooks, per page (both must have run).
         let empty = ["bench_fx_refill", "bench_tp_drops"].map(|p| m.get(p).map(|&(_, ns)| ns));
@@ -321,6 +314,14 @@ pub fn light_cost_row(place: &str, windows: &[String], res: &mut Results) {
         floor.push(alloc_ns + put_ns);
         pages += allocs;
     }
+    let mut programs: Vec<(String, f64, f64)> = by_program
+        .into_iter()
+        .map(|(name, (runs, ns))| {
+            let per_page = ns as f64 / pages.max(1) as f64;
+            (name, per_page, ns as f64 / runs.max(1) as f64)
+        })
+        .collect();
+    programs.sort_by(|a, b| b.1.total_cmp(&a.1));
     match (Spread::of(&ours), Spread::of(&floor)) {
         (Some(o), Some(f)) => res.light_cost.push(LightCostRow {
             place: place.to_string(),

@@ -29,7 +29,8 @@ pub struct LightCostRow {
     /// Empty programs on light's own per-event hooks (refill fexit, `skb:kfree_skb`), ns per
     /// page: the part of `ours` no body can remove. None when they did not attach.
     pub hooks_floor: Option<Spread>,
-    /// ppscope's programs that ran, ns per page and ns per run, busiest first (first window).
+    /// ppscope's programs that ran, ns per page and ns per run over all windows, busiest
+    /// first.
     pub programs: Vec<(String, f64, f64)>,
 }
 

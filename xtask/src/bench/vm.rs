@@ -106,31 +106,47 @@ pub fn run(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
     Ok(())
 }
 
+/// The bodies of every `floor-begin BACKEND` … `floor-end BACKEND` window, in order.
+fn floor_windows<'a>(output: &'a str, backend: &str) -> Vec<&'a str> {
+    let (begin, end) = (
+        format!("floor-begin {backend}\n"),
+        format!("floor-end {backend}"),
+    );
+    let mut windows = Vec::new();
+    let mut rest = output;
+    while let Some(i) = rest.find(&begin) {
+        rest = &rest[i + begin.len()..];
+        let j = rest.find(&end).unwrap_or(rest.len());
+        windows.push(&rest[..j]);
+        rest = &rest[j..];
+    }
+    windows
+}
+
 /// Reads the script's lines into the results.
 pub fn parse(output: &str, configs: &[&str], res: &mut Results) {
-    // Probe cost: the lines between floor-begin and floor-end of each backend.
-    for backend in ["fentry", "kprobe"] {
-        let begin = format!("floor-begin {backend}\n");
-        let end = format!("floor-end {backend}");
-        if let Some(i) = output.find(&begin) {
-            let rest = &output[i + begin.len()..];
-            let body = &rest[..rest.find(&end).unwrap_or(rest.len())];
-            for l in body.lines().filter(|l| l.starts_with("floor-missing")) {
-                res.probe_cost_notes.push(format!("VM, {backend}: {l}"));
-            }
-            host::cost_rows("VM (TCG)", backend, &[body.to_string()], res);
+    // Probe cost: the lines between floor-begin and floor-end of each backend, one window per
+    // round. --detail light: all of ppscope's programs per page against the empty fentry
+    // programs on the per-page functions (allocation and recycle), over the same packets.
+    for backend in ["fentry", "kprobe", "light"] {
+        let windows = floor_windows(output, backend);
+        if windows.is_empty() {
+            continue;
         }
-    }
-    // --detail light: all of ppscope's programs per page against the empty fentry programs
-    // on the per-page functions (allocation and recycle), over the same packets.
-    let begin = "floor-begin light\n";
-    if let Some(i) = output.find(begin) {
-        let rest = &output[i + begin.len()..];
-        let body = &rest[..rest.find("floor-end light").unwrap_or(rest.len())];
-        for l in body.lines().filter(|l| l.starts_with("floor-missing")) {
-            res.probe_cost_notes.push(format!("VM, light: {l}"));
+        let mut missing: Vec<&str> = windows
+            .iter()
+            .flat_map(|w| w.lines().filter(|l| l.starts_with("floor-missing")))
+            .collect();
+        missing.dedup();
+        for l in missing {
+            res.probe_cost_notes.push(format!("VM, {backend}: {l}"));
         }
-        host::light_cost_row("VM (TCG)", &[body.to_string()], res);
+        let windows: Vec<String> = windows.into_iter().map(str::to_string).collect();
+        if backend == "light" {
+            host::light_cost_row("VM (TCG)", &windows, res);
+        } else {
+            host::cost_rows("VM (TCG)", backend, &windows, res);
+        }
     }
     // (workload, config, round, Mbit/s, CPU %)
     let mut samples: Vec<(String, String, String, f64, f64)> = Vec::new();
@@ -260,5 +276,19 @@ prog bench_fx_refill 16 1600\nprog bench_tp_drops 200 4400\nfloor-end light\n";
         assert_eq!(names, ["fx_refill", "fx_slow_exit", "tp_state_releas"]);
         assert_eq!(light.programs[0].1, 8.0);
         assert_eq!(light.programs[0].2, 500.0);
+
+        // Two rounds: one row of two windows (the median of each), programs summed over both.
+        let second = out
+            .replace("bench_fe_alloc 1000 100000", "bench_fe_alloc 3000 300000")
+            .replace("fx_refill 16 8000", "fx_refill 48 96000");
+        let mut r = Results::default();
+        parse(&format!("{out}{second}"), &[], &mut r);
+        assert_eq!(r.light_cost.len(), 1);
+        let light = &r.light_cost[0];
+        assert_eq!((light.pages, light.ours.n), (4000, 2));
+        // fx_refill: 104,000 ns over 4,000 pages and 64 runs.
+        assert_eq!(light.programs[0].0, "fx_refill");
+        assert_eq!(light.programs[0].1, 26.0);
+        assert_eq!(light.programs[0].2, 1625.0);
     }
 }

@@ -14,6 +14,7 @@
 //! [`ADVICE_EVERY`].
 use std::{
     collections::{HashMap, VecDeque},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -80,7 +81,8 @@ pub struct AdviceWindow {
     capacity: usize,
     /// The last computed advice, per pool address, and the newest sample's time and the
     /// target it was computed for.
-    advice: HashMap<u64, Advice>,
+    /// Shared with the collections that carry it until the next computation.
+    advice: Arc<HashMap<u64, Advice>>,
     advised: Option<(Instant, f64)>,
 }
 
@@ -90,7 +92,7 @@ impl AdviceWindow {
         let mut w = Self {
             samples: VecDeque::with_capacity(capacity.max(2) + 1),
             capacity: capacity.max(2),
-            advice: HashMap::new(),
+            advice: Arc::default(),
             advised: None,
         };
         w.push(first);
@@ -124,14 +126,14 @@ impl AdviceWindow {
         cov: &Coverage,
         page_size: u64,
         target: f64,
-    ) -> &HashMap<u64, Advice> {
+    ) -> &Arc<HashMap<u64, Advice>> {
         let newest = self.samples.back().map(|s| s.at);
         let due = match (self.advised, newest) {
             (Some((at, t)), Some(now)) => t != target || now.duration_since(at) >= ADVICE_EVERY,
             _ => true,
         };
         if due {
-            self.advice = self.advise(cov, page_size, target);
+            self.advice = Arc::new(self.advise(cov, page_size, target));
             self.advised = newest.map(|now| (now, target));
         }
         &self.advice

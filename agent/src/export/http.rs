@@ -31,8 +31,11 @@ use std::{
 
 use anyhow::{anyhow, Result};
 
-use super::metrics::{self, Format, SelfStats};
-use crate::{report, snapshot::Snapshot};
+use super::{
+    metrics::{self, Format, SelfStats},
+    retire::Retirement,
+};
+use crate::{report, snapshot::Snapshot, source::Collected};
 
 /// Connections served at once; more wait in the listen backlog.
 pub const MAX_CONNECTIONS: usize = 256;
@@ -48,13 +51,54 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// What the collector hands to the server.
 #[derive(Default)]
 pub struct Shared {
-    /// Everything since the agent started (what the Prometheus counters are).
+    /// Everything since the agent started (what the Prometheus counters are), without the
+    /// pools retired after their grace.
     pub snapshot: Option<Snapshot>,
     /// The last collection interval only (`/api/v1/snapshot?window=interval`: what a remote
     /// `ppscope top --connect` shows as rates).
     pub interval_snapshot: Option<Snapshot>,
+    /// The last collection: the two snapshots above are assembled from it on the first ask
+    /// after it came ([`Shared::publish`]), at most once each per collection.
+    pub collected: Option<Arc<Collected>>,
+    /// Retires the pools that stopped moving, at each assembly of the totals: a pool's last
+    /// move is known to within one scrape interval.
+    pub retirement: Retirement,
+    /// How long a pool may stay still before it is retired.
+    pub grace: Duration,
     pub stats: SelfStats,
     pub last_collection: Option<Instant>,
+}
+
+impl Shared {
+    /// Hands over a new collection; the snapshots of the previous one are dropped.
+    pub fn publish(&mut self, collected: Arc<Collected>, at: Instant) {
+        self.collected = Some(collected);
+        self.snapshot = None;
+        self.interval_snapshot = None;
+        self.last_collection = Some(at);
+    }
+
+    /// The totals since the start, assembled if this collection's are not yet.
+    fn since_start(&mut self) -> Option<&Snapshot> {
+        if self.snapshot.is_none() {
+            if let Some(c) = &self.collected {
+                let mut snap = c.since_start();
+                self.retirement
+                    .retire(&mut snap, self.grace, Instant::now());
+                self.stats.pools_tracked = snap.pools.len();
+                self.snapshot = Some(snap);
+            }
+        }
+        self.snapshot.as_ref()
+    }
+
+    /// The last interval, assembled if this collection's is not yet.
+    fn interval(&mut self) -> Option<&Snapshot> {
+        if self.interval_snapshot.is_none() {
+            self.interval_snapshot = self.collected.as_ref().map(|c| c.interval());
+        }
+        self.interval_snapshot.as_ref()
+    }
 }
 
 pub struct HttpServer {
@@ -390,20 +434,22 @@ pub fn answer(
             let format = Format::from_accept(req.accept.as_deref());
             let started = Instant::now();
             let mut sh = lock(shared);
-            let Some(snap) = sh.snapshot.as_ref() else {
+            if sh.since_start().is_none() {
                 return text(503, "no collection yet\n", "text/plain");
-            };
+            }
+            let sh = &mut *sh;
+            let snap = sh.snapshot.as_ref().expect("assembled above");
             let (body, _) = metrics::render(snap, &sh.stats, format, max_pools);
             sh.stats.last_scrape_seconds = started.elapsed().as_secs_f64();
             text(200, body, format.content_type())
         }
         "/api/v1/snapshot" => {
-            let sh = lock(shared);
+            let mut sh = lock(shared);
             let last_interval = query.split('&').any(|kv| kv == "window=interval");
             let snap = if last_interval {
-                sh.interval_snapshot.as_ref()
+                sh.interval()
             } else {
-                sh.snapshot.as_ref()
+                sh.since_start()
             };
             match snap {
                 Some(s) => text(
@@ -461,6 +507,74 @@ mod tests {
         ] {
             assert_eq!(parse_head(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
+    }
+
+    /// The agent collects every interval; its snapshots are assembled on the first scrape
+    /// after a collection, once, with the pools that stopped moving retired.
+    #[test]
+    fn snapshots_are_assembled_when_asked_once_per_collection() {
+        use crate::model::{Coverage, RawPool, RawSample};
+        let t0 = Instant::now();
+        let sample = |secs: u64, hold: u64| {
+            let mut s = RawSample::empty(t0 + Duration::from_secs(secs));
+            let mut pool = RawPool::default();
+            pool.counters.hold_pages = hold;
+            s.pools.insert(0x1000, pool);
+            Arc::new(s)
+        };
+        let facts = crate::testing::facts(
+            "k",
+            Coverage {
+                hold: true,
+                release: true,
+                ..Default::default()
+            },
+        );
+        let collected = |samples| {
+            Arc::new(Collected::new(
+                facts.clone(),
+                samples,
+                Default::default(),
+                Default::default(),
+            ))
+        };
+        let shared = Mutex::new(Shared {
+            grace: Duration::ZERO,
+            ..Shared::default()
+        });
+        let get = |target: &str| {
+            let head = format!("GET {target} HTTP/1.1\r\n\r\n");
+            let req = parse_head(head.as_bytes()).unwrap();
+            answer(&req, &shared, Duration::from_secs(1), 100)
+        };
+        assert_eq!(get("/metrics").status, 503, "no collection yet");
+
+        let (first, cur) = (sample(0, 0), sample(1, 10));
+        lock(&shared).publish(collected([first.clone(), first.clone(), cur.clone()]), t0);
+        assert!(
+            lock(&shared).snapshot.is_none(),
+            "nothing assembled before a scrape"
+        );
+        let metrics = get("/metrics");
+        assert_eq!(metrics.status, 200);
+        assert!(metrics.body.contains("ppscope_pool"), "{}", metrics.body);
+        {
+            let sh = lock(&shared);
+            let snap = sh.snapshot.as_ref().expect("assembled by the scrape");
+            assert_eq!(snap.pools.len(), 1);
+            assert_eq!(sh.stats.pools_tracked, 1);
+            assert!(sh.interval_snapshot.is_none(), "not asked for");
+        }
+        let interval = get("/api/v1/snapshot?window=interval");
+        assert_eq!(interval.status, 200);
+        assert!(interval.body.contains("\"pools\""), "{}", interval.body);
+
+        // The next collection: the pool did not move, and with no grace it is retired.
+        let later = sample(2, 10);
+        lock(&shared).publish(collected([first, cur, later]), t0);
+        let since_start = get("/api/v1/snapshot");
+        assert_eq!(since_start.status, 200);
+        assert_eq!(lock(&shared).snapshot.as_ref().unwrap().pools.len(), 0);
     }
 
     #[test]

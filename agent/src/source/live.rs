@@ -1,6 +1,6 @@
 //! The kernel, through the probes: what `top` shows by default, what the agent collects, and
 //! the sampling loop `diagnose` and `record` watch a window with.
-use std::{collections::HashMap, time::Duration};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use anyhow::Result;
 use ppscope_common::PoolIdentity;
@@ -9,7 +9,7 @@ use super::Source;
 use crate::{
     advice::window::{AdviceWindow, LIVE_SAMPLES},
     host::{ethtool, netlink::NetlinkSample},
-    model::{c_name, RawSample},
+    model::{c_name, RawSample, SourceFacts},
     pipeline::{self, AdviceFrom, Window},
     probes::Probes,
     snapshot::{Advice, Detail, HookStatus, Snapshot},
@@ -18,29 +18,82 @@ use crate::{
 /// The kernel, through the probes: one snapshot per call, covering the time since the last.
 pub struct LiveSource {
     probes: Probes,
-    /// The baseline, for totals since the start (the agent's `/metrics`).
-    first: RawSample,
-    netlink_first: NetlinkSample,
-    prev: RawSample,
-    netlink_prev: NetlinkSample,
+    /// The baseline, for totals since the start (the agent's `/metrics`). Shared with the
+    /// collections handed out, as the previous sample is: nothing is copied per interval.
+    first: Arc<RawSample>,
+    netlink_first: Arc<NetlinkSample>,
+    prev: Arc<RawSample>,
+    netlink_prev: Arc<NetlinkSample>,
     /// The advice reads burst profiles from this (one sample per step); None where the
     /// hooks cannot make a profile (no advice is possible: a minute of samples for nothing
     /// was most of the agent's memory at 10,000 pools on a tracepoint-only kernel).
     window: Option<AdviceWindow>,
     /// The advice of a source without a window: none.
-    no_advice: HashMap<u64, Advice>,
+    no_advice: Arc<HashMap<u64, Advice>>,
     /// The last module change (gve loaded, unloaded, reloaded), shown with the source.
     module_note: Option<String>,
     /// Module changes seen by a collection that then failed: reported by the next one.
     unreported_changes: Vec<String>,
 }
 
+/// What one collection read: the samples its snapshots are assembled from, when someone asks
+/// for them. The agent collects every second but is scraped every 15 s or more, and at
+/// 10,000 pools assembling the two snapshots was half its time (BENCHMARKS.md).
+pub struct Collected {
+    facts: SourceFacts,
+    first: Arc<RawSample>,
+    prev: Arc<RawSample>,
+    cur: Arc<RawSample>,
+    netlink_first: Arc<NetlinkSample>,
+    netlink_prev: Arc<NetlinkSample>,
+    netlink_now: Arc<NetlinkSample>,
+    /// The same advice for the interval and the totals: computing it twice would cost twice.
+    advice: Arc<HashMap<u64, Advice>>,
+}
+
+impl Collected {
+    /// A collection from its samples: the baseline, the previous and the current one (and
+    /// netlink's answers at each), with the advice of the current window.
+    pub fn new(
+        facts: SourceFacts,
+        [first, prev, cur]: [Arc<RawSample>; 3],
+        [netlink_first, netlink_prev, netlink_now]: [Arc<NetlinkSample>; 3],
+        advice: Arc<HashMap<u64, Advice>>,
+    ) -> Self {
+        Self {
+            facts,
+            first,
+            prev,
+            cur,
+            netlink_first,
+            netlink_prev,
+            netlink_now,
+            advice,
+        }
+    }
+
+    /// What happened since the previous collection, with the advice.
+    pub fn interval(&self) -> Snapshot {
+        self.assemble(&self.prev, &self.netlink_prev)
+    }
+
+    /// Everything since the source started, with the same advice.
+    pub fn since_start(&self) -> Snapshot {
+        self.assemble(&self.first, &self.netlink_first)
+    }
+
+    fn assemble(&self, earlier: &RawSample, netlink_earlier: &NetlinkSample) -> Snapshot {
+        let mut w = Window::between(&self.facts, earlier, &self.cur);
+        w.netlink = Some((netlink_earlier, &self.netlink_now));
+        w.advice = AdviceFrom::Given(&self.advice);
+        pipeline::assemble(&w)
+    }
+}
+
 /// One collection of a live source.
 pub struct Collection {
-    /// What happened since the previous collection, with the advice.
-    pub interval: Snapshot,
-    /// Everything since the source started, with the same advice; only when asked for.
-    pub since_start: Option<Snapshot>,
+    /// The samples, shared: snapshots are assembled from them when asked for.
+    pub collected: Arc<Collected>,
     /// Pools in the kernel's per-pool map, its capacity, and the pools it evicted because it
     /// was full (since the start).
     pub map_entries: usize,
@@ -54,15 +107,15 @@ pub struct Collection {
 impl LiveSource {
     /// Takes the baseline sample: the first snapshot covers the time from here.
     pub fn new(probes: Probes) -> Result<Self> {
-        let first = probes.sample()?;
-        let netlink_first = NetlinkSample::read();
+        let first = Arc::new(probes.sample()?);
+        let netlink_first = Arc::new(NetlinkSample::read());
         Ok(Self {
             window: probes
                 .facts
                 .coverage
                 .profile_basis()
                 .map(|_| AdviceWindow::new(LIVE_SAMPLES, &first)),
-            no_advice: HashMap::new(),
+            no_advice: Arc::default(),
             prev: first.clone(),
             netlink_prev: netlink_first.clone(),
             first,
@@ -82,48 +135,50 @@ impl LiveSource {
         self.probes.facts.detail
     }
 
-    /// Reads the probes: the interval since the previous call and, with `since_start`, the
-    /// totals since the baseline. On an error nothing moves: the next call covers both
+    /// Reads the probes: what the interval since the previous call and the totals since the
+    /// baseline are assembled from. On an error nothing moves: the next call covers both
     /// intervals.
-    pub fn collect(&mut self, since_start: bool) -> Result<Collection> {
+    pub fn collect(&mut self) -> Result<Collection> {
         self.unreported_changes
             .extend(self.probes.refresh_modules());
         if let Some(change) = self.unreported_changes.last() {
             self.module_note = Some(change.clone());
         }
-        let cur = self.probes.sample()?;
+        let cur = Arc::new(self.probes.sample()?);
         let module_changes = std::mem::take(&mut self.unreported_changes);
-        let netlink_now = NetlinkSample::read();
+        let netlink_now = Arc::new(NetlinkSample::read());
         let facts = &self.probes.facts;
         let target = crate::advice::DEFAULT_TARGET;
         let advice = match &mut self.window {
             Some(window) => {
                 window.push(&cur);
-                window.current_advice(&facts.coverage, facts.page_size, target)
+                window
+                    .current_advice(&facts.coverage, facts.page_size, target)
+                    .clone()
             }
-            None => &self.no_advice,
+            None => self.no_advice.clone(),
         };
-        let mut w = Window::between(facts, &self.prev, &cur);
-        w.netlink = Some((&self.netlink_prev, &netlink_now));
-        w.advice = AdviceFrom::Given(advice);
-        let interval = pipeline::assemble(&w);
-        // The same advice for the totals: computing it twice would cost twice.
-        let totals = since_start.then(|| {
-            let mut w = Window::between(facts, &self.first, &cur);
-            w.netlink = Some((&self.netlink_first, &netlink_now));
-            w.advice = AdviceFrom::Given(advice);
-            pipeline::assemble(&w)
-        });
         let map_entries = cur.pools.len();
         let map_evictions = self
             .probes
             .pools_added()?
             .saturating_sub(map_entries as u64);
-        self.prev = cur;
-        self.netlink_prev = netlink_now;
+        let collected = Arc::new(Collected::new(
+            facts.clone(),
+            [
+                self.first.clone(),
+                std::mem::replace(&mut self.prev, cur.clone()),
+                cur,
+            ],
+            [
+                self.netlink_first.clone(),
+                std::mem::replace(&mut self.netlink_prev, netlink_now.clone()),
+                netlink_now,
+            ],
+            advice,
+        ));
         Ok(Collection {
-            interval,
-            since_start: totals,
+            collected,
             map_entries,
             map_capacity: self.probes.map_capacity as usize,
             map_evictions,
@@ -149,7 +204,7 @@ impl Source for LiveSource {
     }
 
     fn next(&mut self, _interval: Duration) -> Result<Option<Snapshot>> {
-        Ok(Some(self.collect(false)?.interval))
+        Ok(Some(self.collect()?.collected.interval()))
     }
 }
 

@@ -14,7 +14,7 @@ pub mod replay;
 mod sim;
 
 pub use connect::ConnectSource;
-pub use live::{Collection, LiveSource};
+pub use live::{Collected, Collection, LiveSource};
 pub use replay::ReplaySource;
 pub use sim::{SimSource, SIM_DONTNEED_TOKENS};
 

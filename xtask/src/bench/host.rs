@@ -6,6 +6,10 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::{
+    atomic::{AtomicBool, Ordering},
+    Arc,
+};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -492,6 +496,10 @@ fn status_kb(pid: u32, key: &str) -> Option<u64> {
 
 /// CPU share of one core (per cent, one figure per second) and peak RSS (MB) of process `pid`
 /// over `window` seconds; `what` names it in the error when it exits.
+/// How often the agent benchmark scrapes `/metrics` while it measures (a common Prometheus
+/// scrape interval).
+const SCRAPE_EVERY_S: u64 = 15;
+
 fn cpu_and_rss(pid: u32, window: u64, what: &str) -> Result<(Vec<f64>, f64)> {
     let hz = unsafe { sysconf(2) }.max(1) as f64; // _SC_CLK_TCK
     let mut per_sec = Vec::new();
@@ -638,7 +646,33 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
             .stdout(Stdio::null())
             .spawn()?;
         sleep(warm.saturating_sub(up.elapsed()));
+        // Scraped as a Prometheus would be (every 15 s) while measured: the agent assembles
+        // its snapshots when asked, so the scrapes are part of its cost.
+        let scraping = Arc::new(AtomicBool::new(true));
+        let scraper = {
+            let scraping = scraping.clone();
+            std::thread::spawn(move || {
+                let mut scrapes = 0u32;
+                while scraping.load(Ordering::Relaxed) {
+                    scrapes += u32::from(http_get(port, "/metrics").is_some_and(|(s, _)| s == 200));
+                    for _ in 0..SCRAPE_EVERY_S * 10 {
+                        if !scraping.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        sleep(Duration::from_millis(100));
+                    }
+                }
+                scrapes
+            })
+        };
         let measured = cpu_and_rss(pid, window, "agent");
+        scraping.store(false, Ordering::Relaxed);
+        let scrapes = scraper.join().unwrap_or(0);
+        if scrapes == 0 {
+            res.agent_notes.push(format!(
+                "{n} pools: no scrape of /metrics answered during the window."
+            ));
+        }
         if measured.is_err() {
             let _ = feed.kill();
             let _ = feed.wait();

@@ -448,7 +448,8 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
             s,
             "`ppscope agent --interval 1s` on this host (tracepoint backend) with N veth pairs, \
              XDP on each receiver (so each has a real page_pool), each pool receiving a packet \
-             every second from before the measurement to its end. CPU is measured from \
+             every second from before the measurement to its end, `/metrics` scraped every \
+             15 s meanwhile (the agent assembles its snapshots when asked). CPU is measured from \
              /proc/PID/stat per 1 s sample over a minute once the agent has run 62 s (its \
              one-minute advice window is full: the steady state; 3 s with --quick); RSS \
              is the largest VmRSS seen. The pool map keeps its default size (4,096) up to \

@@ -94,22 +94,20 @@ pub const LIGHT_RATIO_TARGET: f64 = 0.25;
 const AGENT_WHY: &str = "\
 - **Why the agent misses at 10,000 pools, and what would fix it.** Already done: maps read in
   batches of 4,096 entries into one buffer per map (`agent/src/probes/batch.rs`), teardowns
-  read in batches instead of a lookup per pool, the model's address-keyed maps on foldhash
-  (`model::ByAddr`), pools sorted as indices (sorting 10,000 kilobyte views was a tenth of the
-  time), no advice window where the hooks cannot make a profile (this host: tracepoints only),
-  advice every 5 s of window. Until this run only about 1,100 of the 10,000 pools received
-  (the kernel's one IPv4 neighbour table holds 1,024 resolved entries; IPv6 router
-  solicitations moved the rest): the lab now gives every pair permanent neighbours and turns
-  IPv6 off, and the table says how many pools moved. With all 10,000 moving, `perf record` on
-  the agent (this tree) splits its time between the sample (about half: a third of all of it
-  the kernel copying the per-CPU counters, the 1 KB of histograms a pool and the identities
-  out in batch lookups) and assembling two snapshots a second, the interval and the totals
-  since start (about half: per-pool deltas over the histograms, views, device figures). Its
-  RSS is three full samples (baseline, previous, current: ~1.4 KB a pool each) and the two
-  snapshots. The fix: the totals snapshot assembled when `/metrics` or the JSON is asked for
-  (once per collection at most) instead of every second, histograms and identities read only
-  for pools whose rare events moved (a generation counter per pool in the kernel), and samples
-  holding histograms by reference instead of by value.
+  read in batches, the model's address-keyed maps on foldhash (`model::ByAddr`), pools sorted
+  as indices, no advice window where the hooks cannot make a profile (this host: tracepoints
+  only), advice every 5 s of window, every pool receiving (permanent neighbours, IPv6 off in
+  the lab; the table says how many moved). `perf record` on the agent then split its time
+  between the sample (about half) and assembling two snapshots a second, the interval and the
+  totals since start (about half). Now the agent only samples each interval and hands the
+  samples over (shared, not copied: `source::Collected`); a scrape assembles the snapshot it
+  asks for, once per collection (`export/http.rs`'s `Shared`), and this benchmark scrapes
+  `/metrics` every 15 s while it measures. CPU at 10,000 pools went from 5.1% to 2.3% of a core
+  (quick runs of 2026-12-01). RSS is four full samples at the peak (the baseline, the
+  previous collection's two, kept for a remote dashboard's interval, and the one being read:
+  ~1.4 KB a pool each, a kilobyte of it histograms) and the snapshot a scrape assembles. The
+  fix: histograms shared between samples while they do not change (most pools' rare events do
+  not move every second), and read only for pools whose rare events moved.
 ";
 
 /// Why the body misses its target, and what would fix it (from reading the programs and the
@@ -133,24 +131,32 @@ const PROBE_COST_WHY: &str = "\
   without reading the page (e.g. from the ring's producer index and the cache count read
   before and after, both typed, where the kernel's fexit sees both), or a `tp_btf` tracepoint
   that hands the page typed, where a kernel has one.
-- `page_hold`, `page_release` (host tracepoints): raw tracepoints hand their arguments
-  untyped, so every read is a helper call; `page_release` records the ring fill and inflight
-  pages and files the fill in a histogram (two map lookups and five to seven reads): rare
-  while a pool is healthy, per page under ring-full churn. The fix: `tp_btf` programs (typed
-  arguments, plain loads) where the kernel allows them.
-- `--detail light` attaches nothing per page. The last column of its table is the kernel's
-  part: empty programs on the hooks light keeps cost about an eighth of the empty
-  allocation + recycle pair, so the 0.25× target leaves its bodies about as much again. Its
-  bodies now count NAPI polls and refills in per-CPU slots (`NAPI_SLOT`, four per CPU, and
-  `HOT_SLOT`) instead of a hash lookup each, read the pool's fields as typed loads, and check
-  the device every 64th refill. What remains (the per-program list above): a NAPI poll still
-  costs several times an empty program under TCG (this run: ~1 µs a poll against ~0.2 µs;
-  quick runs of the hash, one-slot and four-slot versions gave 1.3, 1.0 and 0.6–1.2 µs: TCG
-  noise is as large as the differences), and a refill still
-  costs two or three hash lookups (ring state and the fill and empty-run histograms, shared
-  LRU maps) and, when the ring is empty, three helper reads to tell empty from full. The
-  fix: state and histograms in one map value (one lookup), the fill filed every few
-  refills, and the empty/full test from the typed consumer index.
+- `page_hold`, `page_release` (host tracepoints): `page_release` now runs as `tp_btf`
+  (`tb_state_release`) where the kernel allows tracing programs, this host included (it
+  refuses fentry, not `tp_btf`): the pool arrives typed and the ring's state is plain loads;
+  the ring's state, the fill histogram and the pool's counts are one hash lookup
+  (`POOL_RARE`), an atomic add and the CPU's slot, against nothing for the empty program.
+  `page_hold` is the slot's count and, every 64th page, the device check. Rare while a pool
+  is healthy, per page under ring-full churn. What is left is those few memory operations;
+  the raw program (kernels that refuse `tp_btf`) reads each field through a helper.
+- `--detail light` attaches nothing per page, nothing per NAPI poll (`napi_poll` was two
+  thirds of its time: a poll is one a packet when traffic is light) and no timing of returned
+  pages (`page_return`). What it runs: one fexit per refill (up to 64 pages), the slow path
+  per batch, `page_hold`/`page_release` per page entering or leaving the pool, `kfree_skb` per
+  drop. The per-program list above is where its time goes; its ratio moves with the traffic
+  (quick runs of this tree: 0.26–0.51×, as the workload drove the pools into more or fewer
+  slow paths and ring-full returns). Under TCG a rare program pays for being rare: an empty
+  fexit on the refill cost 0.4–0.6 µs a run against 0.15 µs for the same empty program on
+  the allocation, which runs 80 times as often, and programs that run a handful of times in a
+  window cost 100–500 µs a run (`tp_kfree_skb`, `tp_state_release`: the emulator translating
+  their code again). Programs beside `fx_refill` on the same refills (one quick run, not
+  kept) priced its parts under TCG, each a whole program a run: three typed reads 0.5 µs, the
+  slot 1.1 µs, the hash lookup 0.8 µs, the lookup and one atomic add 2.3 µs, the empty program
+  0.6 µs, `fx_refill` 5.2 µs; the same operations on this host's real CPU are the
+  `page_release` row above (tens of ns over the empty program). The fix that would
+  remove most of it under emulation as on hardware: the fill histogram counted in the CPU's
+  slot and folded on a switch like the counts (no atomic add and no lookup per refill), which
+  needs the agent's reading rule (`hot_slot.rs`) to cover a second map.
 ";
 
 /// Why start-up misses in the VM lab (measured with timers around each phase in the guest).

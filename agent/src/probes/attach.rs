@@ -28,6 +28,31 @@ pub(super) struct AttachContext {
     pub(super) aya_btf: Option<Btf>,
 }
 
+/// The programs a hook may attach, by name: the whole object (a module's hooks attached
+/// again), or one hook's share of it (start-up attaches hooks on several threads at once, each
+/// with the programs of its hook: `HookPrograms`).
+pub(super) trait Programs {
+    fn program_mut(&mut self, name: &str) -> Option<&mut Program>;
+}
+
+impl Programs for Ebpf {
+    fn program_mut(&mut self, name: &str) -> Option<&mut Program> {
+        Ebpf::program_mut(self, name)
+    }
+}
+
+/// One hook's programs, taken out of the object (`Ebpf::programs_mut`).
+pub(super) struct HookPrograms<'a>(pub(super) Vec<(&'a str, &'a mut Program)>);
+
+impl Programs for HookPrograms<'_> {
+    fn program_mut(&mut self, name: &str) -> Option<&mut Program> {
+        self.0
+            .iter_mut()
+            .find(|(n, _)| *n == name)
+            .map(|(_, p)| &mut **p)
+    }
+}
+
 pub(super) fn load_error(e: &aya::EbpfError) -> anyhow::Error {
     let text = format!("{e:#}");
     if text.contains("Function not implemented") {
@@ -40,7 +65,7 @@ pub(super) fn load_error(e: &aya::EbpfError) -> anyhow::Error {
 }
 
 pub(super) fn attach_hook(
-    ebpf: &mut Ebpf,
+    ebpf: &mut impl Programs,
     def: &HookDef,
     choice: BackendChoice,
     ctx: &AttachContext,
@@ -173,7 +198,7 @@ fn arity_entry(
 }
 
 fn attach_kprobe(
-    ebpf: &mut Ebpf,
+    ebpf: &mut impl Programs,
     def: &KprobeDef,
     ctx: &AttachContext,
 ) -> Result<Vec<String>, String> {
@@ -200,7 +225,7 @@ fn attach_kprobe(
 }
 
 /// Unloads programs (detaching all their links) after a hook failed half way.
-pub(super) fn unload_all(ebpf: &mut Ebpf, progs: &[&str]) {
+pub(super) fn unload_all(ebpf: &mut impl Programs, progs: &[&str]) {
     for name in progs {
         let _ = match ebpf.program_mut(name) {
             Some(Program::KProbe(p)) => p.unload(),
@@ -211,7 +236,7 @@ pub(super) fn unload_all(ebpf: &mut Ebpf, progs: &[&str]) {
     }
 }
 
-fn attach_one_kprobe(ebpf: &mut Ebpf, prog: &str, symbol: &str) -> Result<()> {
+fn attach_one_kprobe(ebpf: &mut impl Programs, prog: &str, symbol: &str) -> Result<()> {
     let program: &mut KProbe = ebpf
         .program_mut(prog)
         .with_context(|| format!("program {prog} missing from the object"))?
@@ -233,7 +258,7 @@ fn fentry_error(e: anyhow::Error) -> String {
 }
 
 fn attach_fentry(
-    ebpf: &mut Ebpf,
+    ebpf: &mut impl Programs,
     def: &FentryDef,
     kdef: &KprobeDef,
     ctx: &AttachContext,
@@ -279,7 +304,7 @@ fn attach_fentry(
 }
 
 fn attach_one_fentry(
-    ebpf: &mut Ebpf,
+    ebpf: &mut impl Programs,
     prog: &str,
     symbol: &str,
     btf: &Btf,
@@ -301,7 +326,7 @@ fn attach_one_fentry(
 }
 
 fn attach_tracepoint(
-    ebpf: &mut Ebpf,
+    ebpf: &mut impl Programs,
     def: &TracepointDef,
     ctx: &AttachContext,
 ) -> Result<Vec<String>, String> {

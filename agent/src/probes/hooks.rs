@@ -397,8 +397,7 @@ pub(super) fn programs_of(def: &HookDef) -> Vec<&'static str> {
 }
 
 /// Every program a hook may attach, whatever the backend.
-#[cfg(test)]
-fn all_programs(def: &HookDef) -> Vec<&'static str> {
+pub(super) fn all_programs(def: &HookDef) -> Vec<&'static str> {
     let mut progs = programs_of(def);
     if let Some(t) = &def.tracepoint {
         progs.push(t.prog);
@@ -449,6 +448,22 @@ mod tests {
             }
         }
         assert!(checked >= HOOKS.len());
+    }
+
+    /// Start-up attaches hooks on several threads, each with its hook's programs taken out of
+    /// the object: a program named by two hooks would be missing from the second.
+    #[test]
+    fn no_program_serves_two_hooks() {
+        let mut seen = HashSet::new();
+        for def in HOOKS {
+            for prog in all_programs(def) {
+                assert!(
+                    seen.insert(prog),
+                    "{prog} is named again by hook {}",
+                    def.name
+                );
+            }
+        }
     }
 
     #[test]

@@ -9,10 +9,15 @@
 //! - [`attach`]: trying a hook's backends in order;
 //! - [`modules`]: re-attaching hooks of kernel modules as they come and go;
 //! - [`read`]: the maps read into a [`crate::model::RawSample`].
-use std::{collections::HashMap, os::fd::OwnedFd, path::Path};
+use std::{
+    collections::{HashMap, VecDeque},
+    os::fd::OwnedFd,
+    path::Path,
+    sync::Mutex,
+};
 
 use anyhow::{anyhow, Context, Result};
-use aya::{Btf, Ebpf, EbpfLoader};
+use aya::{programs::Program, Btf, Ebpf, EbpfLoader};
 use ppscope_common::ProbeConfig;
 
 mod attach;
@@ -23,7 +28,7 @@ pub mod lab;
 mod modules;
 mod read;
 
-use attach::{attach_hook, load_error, unload_all, AttachContext};
+use attach::{attach_hook, load_error, unload_all, AttachContext, HookPrograms};
 use hooks::{programs_of, HOOKS};
 use modules::{hooked_modules, loaded_modules, module_generation, ModuleGeneration};
 
@@ -185,14 +190,7 @@ impl Probes {
             btf,
             aya_btf,
         };
-        let mut hooks = Vec::new();
-        for def in HOOKS {
-            hooks.push(if hooks::left_off(def, opts.detail) {
-                hooks::left_off_status(def)
-            } else {
-                attach_hook(&mut ebpf, def, opts.backend, &ctx)
-            });
-        }
+        let hooks = attach_all(&mut ebpf, opts.backend, opts.detail, &ctx);
         drop(ctx);
         give_back_freed_memory();
         let on = |name: &str| hooks.iter().any(|h| h.hook == name && h.attached());
@@ -353,6 +351,63 @@ fn missing_in_words(hooks: &[&HookStatus]) -> String {
 /// ~95 MB) and frees them once the hooks are attached; glibc keeps freed heap for reuse, so without this a
 /// long-running agent would hold that peak's memory for ever (41 MB resident at one pool
 /// instead of the working set).
+/// Attaches every hook `detail` keeps, in the table's order, on up to one thread per CPU:
+/// loading a program is the verifier's work, most of the start-up (0.15–0.25 s a hook in the
+/// VM lab, BENCHMARKS.md), and the kernel verifies a privileged loader's programs in parallel.
+/// Each hook's attempts stay in order on one thread, with its own programs.
+fn attach_all(
+    ebpf: &mut Ebpf,
+    backend: BackendChoice,
+    detail: Detail,
+    ctx: &AttachContext,
+) -> Vec<HookStatus> {
+    let mut by_name: HashMap<&str, &mut Program> = ebpf.programs_mut().collect();
+    let mut hooks: Vec<Option<HookStatus>> = HOOKS.iter().map(|_| None).collect();
+    let mut jobs = VecDeque::new();
+    for (i, def) in HOOKS.iter().enumerate() {
+        if hooks::left_off(def, detail) {
+            hooks[i] = Some(hooks::left_off_status(def));
+            continue;
+        }
+        let programs = hooks::all_programs(def)
+            .into_iter()
+            .filter_map(|name| by_name.remove_entry(name))
+            .collect();
+        jobs.push_back((i, def, HookPrograms(programs)));
+    }
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(jobs.len())
+        .max(1);
+    let jobs = Mutex::new(jobs);
+    let next = || jobs.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    while let Some((i, def, mut programs)) = next() {
+                        done.push((i, attach_hook(&mut programs, def, backend, ctx)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        for worker in workers {
+            let done = worker
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            for (i, status) in done {
+                hooks[i] = Some(status);
+            }
+        }
+    });
+    hooks
+        .into_iter()
+        .map(|h| h.expect("every hook is left off or attached"))
+        .collect()
+}
+
 fn give_back_freed_memory() {
     #[cfg(target_env = "gnu")]
     // SAFETY: malloc_trim only releases free heap pages; no pointer is invalidated.

@@ -12,6 +12,7 @@ use anyhow::Result;
 use super::{
     http::{HttpServer, Shared},
     metrics::SelfStats,
+    retire::Retirement,
 };
 use crate::{probes::Probes, source::LiveSource};
 
@@ -41,7 +42,7 @@ pub fn run(
     mut say: impl FnMut(&str),
 ) -> Result<()> {
     let shared = Arc::new(Mutex::new(Shared {
-        grace: opts.grace,
+        retirement: Retirement::new(opts.grace),
         ..Shared::default()
     }));
     let server = HttpServer::start(opts.listen, shared.clone(), opts.interval, opts.max_pools)?;

@@ -60,11 +60,9 @@ pub struct Shared {
     /// The last collection: the two snapshots above are assembled from it on the first ask
     /// after it came ([`Shared::publish`]), at most once each per collection.
     pub collected: Option<Arc<Collected>>,
-    /// Retires the pools that stopped moving, at each assembly of the totals: a pool's last
-    /// move is known to within one scrape interval.
+    /// When each pool last moved (noted at every collection), to drop the still ones from the
+    /// totals when they are assembled.
     pub retirement: Retirement,
-    /// How long a pool may stay still before it is retired.
-    pub grace: Duration,
     pub stats: SelfStats,
     pub last_collection: Option<Instant>,
 }
@@ -72,6 +70,7 @@ pub struct Shared {
 impl Shared {
     /// Hands over a new collection; the snapshots of the previous one are dropped.
     pub fn publish(&mut self, collected: Arc<Collected>, at: Instant) {
+        self.retirement.moved(collected.moved(), at);
         self.collected = Some(collected);
         self.snapshot = None;
         self.interval_snapshot = None;
@@ -83,8 +82,7 @@ impl Shared {
         if self.snapshot.is_none() {
             if let Some(c) = &self.collected {
                 let mut snap = c.since_start();
-                self.retirement
-                    .retire(&mut snap, self.grace, Instant::now());
+                self.retirement.retire(&mut snap, Instant::now());
                 self.stats.pools_tracked = snap.pools.len();
                 self.snapshot = Some(snap);
             }
@@ -539,7 +537,7 @@ mod tests {
             ))
         };
         let shared = Mutex::new(Shared {
-            grace: Duration::ZERO,
+            retirement: Retirement::new(Duration::from_secs(60)),
             ..Shared::default()
         });
         let get = |target: &str| {
@@ -569,9 +567,12 @@ mod tests {
         assert_eq!(interval.status, 200);
         assert!(interval.body.contains("\"pools\""), "{}", interval.body);
 
-        // The next collection: the pool did not move, and with no grace it is retired.
-        let later = sample(2, 10);
-        lock(&shared).publish(collected([first, cur, later]), t0);
+        // A collection two minutes on: the pool has not moved since, past its grace.
+        let later = sample(120, 10);
+        lock(&shared).publish(
+            collected([first, cur, later]),
+            t0 + Duration::from_secs(120),
+        );
         let since_start = get("/api/v1/snapshot");
         assert_eq!(since_start.status, 200);
         assert_eq!(lock(&shared).snapshot.as_ref().unwrap().pools.len(), 0);

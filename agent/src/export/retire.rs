@@ -1,37 +1,52 @@
 //! Pools that stopped moving leave the agent's metrics after a grace period, and come back
-//! when they move again.
+//! when they move again. Moves are noted at every collection (`model::moved_pools`, no
+//! snapshot needed); the pools are dropped from a snapshot when a scrape assembles it.
 use std::{
-    collections::{HashMap, HashSet},
+    collections::HashMap,
     time::{Duration, Instant},
 };
 
-use crate::snapshot::Snapshot;
+use crate::snapshot::{PoolKey, Snapshot};
 
-/// Pools that stopped moving leave the metrics after a grace period.
+/// When each pool last moved, for the pools that moved within the grace.
 #[derive(Debug, Default)]
 pub struct Retirement {
-    /// Per pool: its activity when it last moved, and when that was.
-    last_moved: HashMap<String, (u64, Instant)>,
+    grace: Duration,
+    last_moved: HashMap<PoolKey, Instant>,
 }
 
 impl Retirement {
-    /// Drops from `snap` the pools that have not moved for longer than `grace` as of `now`.
-    pub fn retire(&mut self, snap: &mut Snapshot, grace: Duration, now: Instant) {
-        let listed: HashSet<String> = snap.pools.iter().map(|p| p.pool.clone()).collect();
+    pub fn new(grace: Duration) -> Self {
+        Self {
+            grace,
+            last_moved: HashMap::new(),
+        }
+    }
+
+    /// Notes the pools that moved in the collection made at `at`, and forgets those still
+    /// for longer than the grace (what they were is not needed to retire them: a pool never
+    /// noted is retired), so churned pools do not pile up between scrapes.
+    pub fn moved(&mut self, keys: impl IntoIterator<Item = PoolKey>, at: Instant) {
+        for key in keys {
+            self.last_moved.insert(key, at);
+        }
+        let grace = self.grace;
+        self.last_moved
+            .retain(|_, t| at.saturating_duration_since(*t) <= grace);
+    }
+
+    /// Drops from `snap` the pools that have not moved for longer than the grace as of `now`.
+    pub fn retire(&self, snap: &mut Snapshot, now: Instant) {
         snap.pools.retain(|p| {
-            let activity = p.activity();
-            let entry = self
-                .last_moved
-                .entry(p.pool.clone())
-                .or_insert((activity, now));
-            if entry.0 != activity {
-                *entry = (activity, now);
-            }
-            now.duration_since(entry.1) <= grace
+            self.last_moved
+                .get(&p.key())
+                .is_some_and(|t| now.saturating_duration_since(*t) <= self.grace)
         });
-        // Forget only pools the kernel side no longer lists: forgetting a quiet pool that is
-        // still listed would make it new again, and bring it back after its grace.
-        self.last_moved.retain(|pool, _| listed.contains(pool));
+    }
+
+    /// Pools noted as moving within the grace.
+    pub fn tracked(&self) -> usize {
+        self.last_moved.len()
     }
 }
 
@@ -52,43 +67,44 @@ mod tests {
 
     #[test]
     fn a_pool_leaves_after_its_grace_and_comes_back_when_it_moves() {
-        let grace = Duration::from_secs(5);
         let t0 = Instant::now();
-        let mut r = Retirement::default();
         let at = |s: u64| t0 + Duration::from_secs(s);
-        let snap = |a: u64, b: u64| Snapshot::with_pools("k", 1.0, vec![pool(1, a), pool(2, b)]);
-
-        let mut s = snap(10, 10);
-        r.retire(&mut s, grace, at(0));
+        let mut r = Retirement::new(Duration::from_secs(5));
+        let snap = || Snapshot::with_pools("k", 1.0, vec![pool(1, 10), pool(2, 10)]);
+        r.moved([PoolKey::Netlink(1), PoolKey::Netlink(2)], at(0));
+        let mut s = snap();
+        r.retire(&mut s, at(0));
         assert_eq!(names(&s), ["netlink:1", "netlink:2"]);
         // Pool 2 keeps moving, pool 1 does not: within its grace it stays.
-        let mut s = snap(10, 20);
-        r.retire(&mut s, grace, at(5));
+        r.moved([PoolKey::Netlink(2)], at(5));
+        let mut s = snap();
+        r.retire(&mut s, at(5));
         assert_eq!(names(&s), ["netlink:1", "netlink:2"]);
-        let mut s = snap(10, 30);
-        r.retire(&mut s, grace, at(6));
-        assert_eq!(names(&s), ["netlink:2"], "quiet for 6 s > 5 s of grace");
+        // Collections note moves whether or not anyone scrapes: the scrape at 6 s knows pool
+        // 1 has been still since 0 s.
+        r.moved([PoolKey::Netlink(2)], at(6));
+        let mut s = snap();
+        r.retire(&mut s, at(6));
+        assert_eq!(names(&s), ["netlink:2"], "still for 6 s > 5 s of grace");
         // It moves again: back at once.
-        let mut s = snap(11, 30);
-        r.retire(&mut s, grace, at(7));
+        r.moved([PoolKey::Netlink(1)], at(7));
+        let mut s = snap();
+        r.retire(&mut s, at(7));
         assert_eq!(names(&s), ["netlink:1", "netlink:2"]);
     }
 
     #[test]
-    fn a_quiet_pool_still_listed_is_not_made_new_again() {
-        let grace = Duration::from_secs(5);
+    fn still_pools_are_forgotten_without_a_scrape_and_stay_retired() {
         let t0 = Instant::now();
-        let mut r = Retirement::default();
-        let mut s = Snapshot::with_pools("k", 1.0, vec![pool(1, 10)]);
-        r.retire(&mut s, grace, t0);
-        for secs in [6, 60, 600] {
-            let mut s = Snapshot::with_pools("k", 1.0, vec![pool(1, 10)]);
-            r.retire(&mut s, grace, t0 + Duration::from_secs(secs));
-            assert!(s.pools.is_empty(), "still retired at {secs} s");
+        let mut r = Retirement::new(Duration::from_secs(5));
+        // A churning host: a new pool every second, none scraped.
+        for s in 0..600 {
+            r.moved([PoolKey::Addr(0x1000 + s)], t0 + Duration::from_secs(s));
         }
-        // Gone from the kernel side: forgotten, so a new pool at the same name starts afresh.
-        let mut s = Snapshot::with_pools("k", 1.0, vec![]);
-        r.retire(&mut s, grace, t0 + Duration::from_secs(601));
-        assert!(r.last_moved.is_empty());
+        assert!(r.tracked() <= 6, "{} pools remembered", r.tracked());
+        // A quiet pool still listed in the totals is not made new again.
+        let mut s = Snapshot::with_pools("k", 1.0, vec![pool(9, 10)]);
+        r.retire(&mut s, t0 + Duration::from_secs(600));
+        assert!(s.pools.is_empty());
     }
 }

@@ -321,6 +321,76 @@ fn a_destroyed_pool_shows_its_release_attempts_even_when_nothing_else_moves() {
     assert!(s.pools.is_empty(), "{:?}", s.pools);
 }
 
+/// The pools that moved between two collections, under each key a snapshot may give them: the
+/// agent retires by these, not by assembling a snapshot every interval.
+#[test]
+fn moved_pools_are_those_whose_counters_teardown_or_kernel_stats_moved() {
+    use crate::{
+        host::netlink::NetlinkSample,
+        snapshot::{NetlinkPoolStats, PoolKey},
+    };
+    use ppscope_common::PoolTeardown;
+    let t0 = Instant::now();
+    let with_id = |id: u32, hold: u64| {
+        let mut identity = PoolIdentity::EMPTY;
+        identity.netlink_id = id;
+        identity.known |= PoolIdentity::KNOWN_NETLINK_ID;
+        let mut p = RawPool {
+            identity: Some(identity),
+            ..Default::default()
+        };
+        p.counters.hold_pages = hold;
+        p
+    };
+    let mut before = RawSample::empty(t0);
+    before.pools.insert(1, with_id(11, 5)); // will move
+    before.pools.insert(2, with_id(12, 5)); // still, but its kernel stats move
+    before.pools.insert(3, with_id(13, 5)); // still
+    let mut after = before.clone();
+    after.pools.get_mut(&1).unwrap().counters.hold_pages = 6;
+    after.pools.insert(4, with_id(0, 1)); // new
+    after.teardowns.insert(
+        5,
+        PoolTeardown {
+            attempts: 1,
+            ..Default::default()
+        },
+    );
+    let stats = |id: u32, fast: u64| NetlinkPoolStats {
+        id,
+        alloc_fast: fast,
+        ..Default::default()
+    };
+    let nl = |fast12: u64| NetlinkSample {
+        stats: Some(
+            [
+                (12, stats(12, fast12)),
+                (13, stats(13, 7)),
+                (99, stats(99, fast12)),
+            ]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    let (nl_before, nl_after) = (nl(100), nl(200));
+    let moved = crate::model::moved_pools(&before, &after, Some((&nl_before, &nl_after)));
+    let mut got: Vec<PoolKey> = moved.into_iter().collect();
+    got.sort_by_key(|k| format!("{k:?}"));
+    assert_eq!(
+        got,
+        [
+            PoolKey::Addr(1),
+            PoolKey::Addr(2),
+            PoolKey::Addr(4),
+            PoolKey::Addr(5),
+            PoolKey::Netlink(12),
+            PoolKey::Netlink(99),
+        ]
+    );
+    // Without netlink, only what the probes saw.
+    assert_eq!(crate::model::moved_pools(&before, &after, None).len(), 3);
+}
+
 /// `--detail light` leaves `napi_poll` off: a device that dropped nothing has no record of its
 /// own, and is named by its pool; its NAPI figures are unknown, not 0.
 #[test]

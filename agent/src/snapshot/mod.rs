@@ -290,6 +290,14 @@ pub struct TeardownView {
     pub inflight_pages: i64,
 }
 
+/// What identifies a pool from one snapshot to the next: its kernel address, or, for a pool a
+/// window shows from the kernel's stats alone, its netlink id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PoolKey {
+    Addr(u64),
+    Netlink(u32),
+}
+
 /// One pool over one interval.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct PoolView {
@@ -383,6 +391,14 @@ impl PoolView {
             bursts: BurstView::default(),
             advice: None,
             teardown: None,
+        }
+    }
+
+    /// What identifies this pool from one snapshot to the next.
+    pub fn key(&self) -> PoolKey {
+        match (self.addr, self.netlink_id) {
+            (0, Some(id)) => PoolKey::Netlink(id),
+            (addr, _) => PoolKey::Addr(addr),
         }
     }
 

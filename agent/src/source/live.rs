@@ -1,6 +1,10 @@
 //! The kernel, through the probes: what `top` shows by default, what the agent collects, and
 //! the sampling loop `diagnose` and `record` watch a window with.
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+    time::Duration,
+};
 
 use anyhow::Result;
 use ppscope_common::PoolIdentity;
@@ -9,10 +13,10 @@ use super::Source;
 use crate::{
     advice::window::{AdviceWindow, LIVE_SAMPLES},
     host::{ethtool, netlink::NetlinkSample},
-    model::{c_name, RawSample, SourceFacts},
+    model::{self, c_name, RawSample, SourceFacts},
     pipeline::{self, AdviceFrom, Window},
     probes::Probes,
-    snapshot::{Advice, Detail, HookStatus, Snapshot},
+    snapshot::{Advice, Detail, HookStatus, PoolKey, Snapshot},
 };
 
 /// The kernel, through the probes: one snapshot per call, covering the time since the last.
@@ -49,6 +53,8 @@ pub struct Collected {
     netlink_now: Arc<NetlinkSample>,
     /// The same advice for the interval and the totals: computing it twice would cost twice.
     advice: Arc<HashMap<u64, Advice>>,
+    /// The pools that moved since the previous collection.
+    moved: HashSet<PoolKey>,
 }
 
 impl Collected {
@@ -60,6 +66,7 @@ impl Collected {
         [netlink_first, netlink_prev, netlink_now]: [Arc<NetlinkSample>; 3],
         advice: Arc<HashMap<u64, Advice>>,
     ) -> Self {
+        let moved = model::moved_pools(&prev, &cur, Some((&netlink_prev, &netlink_now)));
         Self {
             facts,
             first,
@@ -69,7 +76,13 @@ impl Collected {
             netlink_prev,
             netlink_now,
             advice,
+            moved,
         }
+    }
+
+    /// The pools that moved since the previous collection (what the agent retires by).
+    pub fn moved(&self) -> impl Iterator<Item = PoolKey> + '_ {
+        self.moved.iter().copied()
     }
 
     /// What happened since the previous collection, with the advice.

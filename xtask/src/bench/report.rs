@@ -168,10 +168,12 @@ const STARTUP_WHY: &str = "\
   the guest (an instrumented build, not kept) then showed: btf-rs's parse 0.5–0.6 s (it
   indexes every type), aya's object load 0.4 s, then 0.15–0.25 s per hook, nearly all of it
   in the kernel: `BPF_PROG_LOAD` (the verifier) and attach took 1.8 s of the kprobe run's
-  1.9 s of hooks. `--detail light` verifies four hooks fewer. The fix: fewer and smaller
-  programs (the identity read is inlined into every program that may see a pool first),
-  programs verified on several CPUs at once, and a BTF reader that indexes only the structs
-  it reads.
+  1.9 s of hooks. Since then hooks are attached on up to one thread per CPU (the kernel
+  verifies a privileged loader's programs in parallel; the lab's guests have two CPUs), and
+  `--detail light` verifies six hooks fewer (the per-page ones, `napi_poll`, `page_return`).
+  The fix for what is left: fewer and smaller programs (the identity read is inlined into
+  every program that may see a pool first) and a BTF reader that indexes only the structs it
+  reads.
 ";
 
 fn cmd(prog: &str, args: &[&str]) -> String {

@@ -549,7 +549,10 @@ fn our_programs_loaded() -> usize {
         .filter_map(|p| p.ok())
         .filter(|p| {
             p.name_as_str()
-                .is_some_and(|n| n == "tp_state_hold" || n == "tp_state_release")
+                // The kernel keeps 15 characters of a program's name.
+                .is_some_and(|n| {
+                    ["tp_state_hold", "tp_state_releas", "tb_state_releas"].contains(&n)
+                })
         })
         .count()
 }

@@ -62,8 +62,8 @@ fn server() -> HttpServer {
     let snap = model::snapshot(&ppscope::testing::facts("test", cov), &first, &later);
     assert_eq!(snap.pools.len() as u64, POOLS);
     let shared = Arc::new(Mutex::new(Shared {
-        interval_snapshot: Some(snap.clone()),
-        snapshot: Some(snap),
+        interval_snapshot: Some(Arc::new(snap.clone())),
+        snapshot: Some(Arc::new(snap)),
         last_collection: Some(Instant::now()),
         ..Default::default()
     }));

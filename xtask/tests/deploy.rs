@@ -380,7 +380,7 @@ fn alert_rules_cover_the_symptoms() {
         "histogram_quantile(0.99, sum by (le, instance, device, queue) \
          (rate(ppscope_page_pool_slow_path_seconds_bucket[5m]))",
         "ppscope_devmem_dontneed_seconds_bucket",
-        "ppscope_hook_attached{backend!=\"module_not_loaded\"}) == 0",
+        "ppscope_hook_attached{backend!~\"module_not_loaded|left_off\"}) == 0",
         "up{job=\"ppscope\"} == 0",
     ];
     for want in required {

@@ -81,9 +81,8 @@ pub fn run(
         stats.collections += 1;
         stats.last_collection_seconds = started.elapsed().as_secs_f64();
         let mut sh = lock(&shared);
-        // What the server measures itself (scrape time, pools after retirement) stays.
+        // What the server measures itself (the scrape time) stays.
         stats.last_scrape_seconds = sh.stats.last_scrape_seconds;
-        stats.pools_tracked = sh.stats.pools_tracked;
         sh.stats = stats.clone();
         sh.publish(collection.collected, Instant::now());
     }

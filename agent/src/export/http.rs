@@ -1,6 +1,7 @@
 //! The agent's HTTP side: `/metrics`, `/api/v1/snapshot` (since start, or `?window=interval`:
-//! the last interval), `/healthz`, served from the last collected snapshot (no BPF and no
-//! kernel access while a request is answered).
+//! the last interval), `/healthz`, served from the last collection (no BPF and no kernel
+//! access while a request is answered): its snapshots are assembled on the first request that
+//! needs them, once per collection, outside the lock the collector publishes under.
 //!
 //! A small HTTP/1.1 server of our own, because the agent runs for months next to workloads
 //! that matter and its endpoint must stay up whatever clients do. tiny_http 0.12 (used before)
@@ -51,14 +52,14 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// What the collector hands to the server.
 #[derive(Default)]
 pub struct Shared {
-    /// Everything since the agent started (what the Prometheus counters are), without the
-    /// pools retired after their grace.
-    pub snapshot: Option<Snapshot>,
-    /// The last collection interval only (`/api/v1/snapshot?window=interval`: what a remote
+    /// A snapshot since the start to serve as it is, when no collection is published (tests,
+    /// and a server fed snapshots directly).
+    pub snapshot: Option<Arc<Snapshot>>,
+    /// Likewise for the last interval (`/api/v1/snapshot?window=interval`: what a remote
     /// `ppscope top --connect` shows as rates).
-    pub interval_snapshot: Option<Snapshot>,
-    /// The last collection: the two snapshots above are assembled from it on the first ask
-    /// after it came ([`Shared::publish`]), at most once each per collection.
+    pub interval_snapshot: Option<Arc<Snapshot>>,
+    /// The last collection: its snapshots are assembled from it when first asked for
+    /// ([`Collected::since_start_once`]).
     pub collected: Option<Arc<Collected>>,
     /// When each pool last moved (noted at every collection), to drop the still ones from the
     /// totals when they are assembled.
@@ -68,35 +69,39 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// Hands over a new collection; the snapshots of the previous one are dropped.
+    /// Hands over a new collection.
     pub fn publish(&mut self, collected: Arc<Collected>, at: Instant) {
         self.retirement.moved(collected.moved(), at);
         self.collected = Some(collected);
-        self.snapshot = None;
-        self.interval_snapshot = None;
         self.last_collection = Some(at);
     }
+}
 
-    /// The totals since the start, assembled if this collection's are not yet.
-    fn since_start(&mut self) -> Option<&Snapshot> {
-        if self.snapshot.is_none() {
-            if let Some(c) = &self.collected {
-                let mut snap = c.since_start();
-                self.retirement.retire(&mut snap, Instant::now());
-                self.stats.pools_tracked = snap.pools.len();
-                self.snapshot = Some(snap);
-            }
-        }
-        self.snapshot.as_ref()
-    }
+/// Which snapshot a request wants.
+#[derive(Clone, Copy)]
+enum Window {
+    SinceStart,
+    Interval,
+}
 
-    /// The last interval, assembled if this collection's is not yet.
-    fn interval(&mut self) -> Option<&Snapshot> {
-        if self.interval_snapshot.is_none() {
-            self.interval_snapshot = self.collected.as_ref().map(|c| c.interval());
+/// The snapshot of the last collection, assembled on the first ask (concurrent first asks wait
+/// for one assembly). The lock is held only to take the collection and, for the totals, to
+/// drop the pools still for longer than their grace as of that collection.
+fn snapshot(shared: &Mutex<Shared>, window: Window) -> Option<Arc<Snapshot>> {
+    let (collected, at) = {
+        let sh = lock(shared);
+        match (&sh.collected, window) {
+            (Some(c), _) => (c.clone(), sh.last_collection.unwrap_or_else(Instant::now)),
+            (None, Window::SinceStart) => return sh.snapshot.clone(),
+            (None, Window::Interval) => return sh.interval_snapshot.clone(),
         }
-        self.interval_snapshot.as_ref()
-    }
+    };
+    Some(match window {
+        Window::SinceStart => collected
+            .since_start_once(|snap| lock(shared).retirement.retire(snap, at))
+            .clone(),
+        Window::Interval => collected.interval_once().clone(),
+    })
 }
 
 pub struct HttpServer {
@@ -431,28 +436,25 @@ pub fn answer(
         "/metrics" => {
             let format = Format::from_accept(req.accept.as_deref());
             let started = Instant::now();
-            let mut sh = lock(shared);
-            if sh.since_start().is_none() {
+            let Some(snap) = snapshot(shared, Window::SinceStart) else {
                 return text(503, "no collection yet\n", "text/plain");
-            }
-            let sh = &mut *sh;
-            let snap = sh.snapshot.as_ref().expect("assembled above");
-            let (body, _) = metrics::render(snap, &sh.stats, format, max_pools);
-            sh.stats.last_scrape_seconds = started.elapsed().as_secs_f64();
+            };
+            let stats = lock(shared).stats.clone();
+            let (body, _) = metrics::render(&snap, &stats, format, max_pools);
+            lock(shared).stats.last_scrape_seconds = started.elapsed().as_secs_f64();
             text(200, body, format.content_type())
         }
         "/api/v1/snapshot" => {
-            let mut sh = lock(shared);
             let last_interval = query.split('&').any(|kv| kv == "window=interval");
-            let snap = if last_interval {
-                sh.interval()
+            let window = if last_interval {
+                Window::Interval
             } else {
-                sh.since_start()
+                Window::SinceStart
             };
-            match snap {
+            match snapshot(shared, window) {
                 Some(s) => text(
                     200,
-                    serde_json::to_string(&report::json(s)).unwrap_or_default(),
+                    serde_json::to_string(&report::json(&s)).unwrap_or_default(),
                     "application/json",
                 ),
                 None => text(503, "{\"error\":\"no collection yet\"}", "application/json"),
@@ -549,20 +551,18 @@ mod tests {
 
         let (first, cur) = (sample(0, 0), sample(1, 10));
         lock(&shared).publish(collected([first.clone(), first.clone(), cur.clone()]), t0);
-        assert!(
-            lock(&shared).snapshot.is_none(),
-            "nothing assembled before a scrape"
-        );
         let metrics = get("/metrics");
         assert_eq!(metrics.status, 200);
-        assert!(metrics.body.contains("ppscope_pool"), "{}", metrics.body);
-        {
-            let sh = lock(&shared);
-            let snap = sh.snapshot.as_ref().expect("assembled by the scrape");
-            assert_eq!(snap.pools.len(), 1);
-            assert_eq!(sh.stats.pools_tracked, 1);
-            assert!(sh.interval_snapshot.is_none(), "not asked for");
-        }
+        assert!(
+            metrics.body.contains("pool=\"0x1000\""),
+            "the pool's series: {}",
+            metrics.body
+        );
+        // Assembled once for the collection: every later ask shares it.
+        let a = snapshot(&shared, Window::SinceStart).unwrap();
+        let b = snapshot(&shared, Window::SinceStart).unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(a.pools.len(), 1);
         let interval = get("/api/v1/snapshot?window=interval");
         assert_eq!(interval.status, 200);
         assert!(interval.body.contains("\"pools\""), "{}", interval.body);
@@ -573,9 +573,10 @@ mod tests {
             collected([first, cur, later]),
             t0 + Duration::from_secs(120),
         );
-        let since_start = get("/api/v1/snapshot");
-        assert_eq!(since_start.status, 200);
-        assert_eq!(lock(&shared).snapshot.as_ref().unwrap().pools.len(), 0);
+        let c = snapshot(&shared, Window::SinceStart).unwrap();
+        assert!(!Arc::ptr_eq(&a, &c), "a new collection, a new snapshot");
+        assert_eq!(c.pools.len(), 0, "retired");
+        assert_eq!(get("/api/v1/snapshot").status, 200);
     }
 
     #[test]

@@ -17,7 +17,6 @@ pub struct SelfStats {
     pub last_collection_seconds: f64,
     pub last_scrape_seconds: f64,
     pub series_dropped: u64,
-    pub pools_tracked: usize,
     /// Pools in the kernel's per-pool map, and its capacity (LRU: the least recently seen
     /// pool is evicted when full).
     pub map_entries: usize,
@@ -394,7 +393,7 @@ const FAMILIES: &[FamilyDef] = &[
     family(
         "ppscope_scrape_duration_seconds",
         "gauge",
-        "Time the previous scrape took to render.",
+        "Time the previous scrape took to answer (the snapshot assembled on the first scrape after a collection, and rendered).",
         Series::Agent(|me, _| me.last_scrape_seconds),
     ),
     family(

@@ -45,7 +45,8 @@ impl Retirement {
     }
 
     /// Pools noted as moving within the grace.
-    pub fn tracked(&self) -> usize {
+    #[cfg(test)]
+    fn tracked(&self) -> usize {
         self.last_moved.len()
     }
 }
@@ -91,6 +92,22 @@ mod tests {
         let mut s = snap();
         r.retire(&mut s, at(7));
         assert_eq!(names(&s), ["netlink:1", "netlink:2"]);
+    }
+
+    /// A scrape long after the last collection (collections failing): judged as of when the
+    /// caller says, and a pool noted within the grace of that instant stays.
+    #[test]
+    fn retire_judges_as_of_the_instant_it_is_given() {
+        let t0 = Instant::now();
+        let mut r = Retirement::new(Duration::from_secs(5));
+        r.moved([PoolKey::Netlink(1)], t0);
+        let snap = || Snapshot::with_pools("k", 1.0, vec![pool(1, 10)]);
+        let mut s = snap();
+        r.retire(&mut s, t0 + Duration::from_secs(5));
+        assert_eq!(names(&s), ["netlink:1"]);
+        let mut s = snap();
+        r.retire(&mut s, t0 + Duration::from_secs(6));
+        assert!(s.pools.is_empty(), "still for 6 s > 5 s of grace");
     }
 
     #[test]

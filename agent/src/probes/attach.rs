@@ -331,9 +331,11 @@ fn attach_tracepoint(
     ctx: &AttachContext,
 ) -> Result<Vec<String>, String> {
     let target = format!("tracepoint:{}:{}", def.category, def.name);
+    let mut typed_refused = None;
     if let (Some(prog), Some(btf)) = (def.typed_prog, &ctx.aya_btf) {
-        // Refused where the kernel refuses tracing programs (the development host: EPERM):
-        // the raw program below gives the same figures, with a helper call per field.
+        // Refused where the kernel refuses tracing programs (lockdown, an LSM) or its BTF
+        // lacks the tracepoint: the raw program below gives the same figures, with a helper
+        // call per field. (The development host refuses fentry but takes `tp_btf`.)
         let mut typed = || -> Result<()> {
             let program: &mut BtfTracePoint = ebpf
                 .program_mut(prog)
@@ -345,8 +347,17 @@ fn attach_tracepoint(
             program.attach()?;
             Ok(())
         };
-        if typed().is_ok() {
-            return Ok(vec![format!("{target} (tp_btf)")]);
+        match typed() {
+            Ok(()) => return Ok(vec![format!("{target} (tp_btf)")]),
+            Err(e) => {
+                // Loaded but not attached: not left in the kernel beside the raw one.
+                if let Some(Program::BtfTracePoint(p)) = ebpf.program_mut(prog) {
+                    let _ = p.unload();
+                }
+                let why = format!("{e:#}");
+                let why: String = why.lines().next().unwrap_or("").chars().take(120).collect();
+                typed_refused = Some(format!("tp_btf refused ({why}): raw tracepoint"));
+            }
         }
     }
     let mut run = || -> Result<()> {
@@ -361,5 +372,5 @@ fn attach_tracepoint(
         Ok(())
     };
     run().map_err(|e| format!("tracepoint {}: {e}", def.name))?;
-    Ok(vec![target])
+    Ok(std::iter::once(target).chain(typed_refused).collect())
 }

@@ -55,8 +55,8 @@ pub(super) struct HookDef {
     pub(super) tracepoint_first: bool,
     /// The kernel module the functions live in, if not vmlinux.
     pub(super) module: Option<&'static str>,
-    /// Runs on every page allocated or recycled, or on every NAPI poll (one a packet when
-    /// traffic is light): left off by `--detail light`.
+    /// Runs on every page allocated or recycled, every NAPI poll (one a packet when traffic is
+    /// light) or around every page leaving its pool: left off by `--detail light`.
     pub(super) frequent: bool,
 }
 
@@ -493,7 +493,7 @@ mod tests {
     }
 
     #[test]
-    fn light_leaves_off_exactly_the_per_page_hooks_and_keeps_what_its_figures_need() {
+    fn light_leaves_off_exactly_the_frequent_hooks_and_keeps_what_its_figures_need() {
         let off: Vec<&str> = HOOKS
             .iter()
             .filter(|d| left_off(d, Detail::Light))

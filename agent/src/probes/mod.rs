@@ -347,10 +347,6 @@ fn missing_in_words(hooks: &[&HookStatus]) -> String {
     format!("{} ({})", names.join(", "), causes.join("; "))
 }
 
-/// Start-up (and a module's return) parses vmlinux BTF and kallsyms (tens of MB, peak RSS
-/// ~95 MB) and frees them once the hooks are attached; glibc keeps freed heap for reuse, so without this a
-/// long-running agent would hold that peak's memory for ever (41 MB resident at one pool
-/// instead of the working set).
 /// Attaches every hook `detail` keeps, in the table's order, on up to one thread per CPU:
 /// loading a program is the verifier's work, most of the start-up (0.15–0.25 s a hook in the
 /// VM lab, BENCHMARKS.md), and the kernel verifies a privileged loader's programs in parallel.
@@ -408,6 +404,10 @@ fn attach_all(
         .collect()
 }
 
+/// Start-up (and a module's return) parses vmlinux BTF and kallsyms (tens of MB, peak RSS
+/// ~95 MB) and frees them once the hooks are attached; glibc keeps freed heap for reuse, so without this a
+/// long-running agent would hold that peak's memory for ever (41 MB resident at one pool
+/// instead of the working set).
 fn give_back_freed_memory() {
     #[cfg(target_env = "gnu")]
     // SAFETY: malloc_trim only releases free heap pages; no pointer is invalidated.

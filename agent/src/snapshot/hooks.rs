@@ -86,9 +86,14 @@ pub const LEFT_OFF_LIGHT: &str =
     "left off by --detail light (it runs on every page or NAPI poll; --detail full attaches it)";
 
 impl HookStatus {
-    /// Not attached because `--detail light` leaves frequent hooks off (not a failure).
+    /// Not attached because `--detail light` leaves frequent hooks off (not a failure). By
+    /// the reason's start: recordings and agents of earlier versions worded the rest otherwise.
     pub fn left_off(&self) -> bool {
-        !self.attached() && self.reasons.iter().any(|r| r == LEFT_OFF_LIGHT)
+        !self.attached()
+            && self
+                .reasons
+                .iter()
+                .any(|r| r.starts_with("left off by --detail light"))
     }
 }
 

@@ -2,7 +2,7 @@
 //! the sampling loop `diagnose` and `record` watch a window with.
 use std::{
     collections::{HashMap, HashSet},
-    sync::Arc,
+    sync::{Arc, OnceLock},
     time::Duration,
 };
 
@@ -55,6 +55,9 @@ pub struct Collected {
     advice: Arc<HashMap<u64, Advice>>,
     /// The pools that moved since the previous collection.
     moved: HashSet<PoolKey>,
+    /// The two snapshots, once assembled.
+    since_start: OnceLock<Arc<Snapshot>>,
+    interval: OnceLock<Arc<Snapshot>>,
 }
 
 impl Collected {
@@ -77,7 +80,24 @@ impl Collected {
             netlink_now,
             advice,
             moved,
+            since_start: OnceLock::new(),
+            interval: OnceLock::new(),
         }
+    }
+
+    /// [`Collected::since_start`], assembled on the first call (then `finish`ed: the agent
+    /// drops the pools past their grace) and shared by every later one.
+    pub fn since_start_once(&self, finish: impl FnOnce(&mut Snapshot)) -> &Arc<Snapshot> {
+        self.since_start.get_or_init(|| {
+            let mut snap = self.since_start();
+            finish(&mut snap);
+            Arc::new(snap)
+        })
+    }
+
+    /// [`Collected::interval`], assembled on the first call and shared by every later one.
+    pub fn interval_once(&self) -> &Arc<Snapshot> {
+        self.interval.get_or_init(|| Arc::new(self.interval()))
     }
 
     /// The pools that moved since the previous collection (what the agent retires by).

@@ -157,8 +157,8 @@ fn connect_source_reads_an_agents_last_interval_over_http() {
     let last = sim.next(Duration::from_secs(1)).unwrap().unwrap();
     {
         let mut sh = shared.lock().unwrap();
-        sh.snapshot = Some(since_start);
-        sh.interval_snapshot = Some(last.clone());
+        sh.snapshot = Some(Arc::new(since_start));
+        sh.interval_snapshot = Some(Arc::new(last.clone()));
     }
     let got = c.next(Duration::from_secs(1)).unwrap().unwrap();
     assert_eq!(got.pools.len(), last.pools.len());

@@ -494,12 +494,12 @@ fn status_kb(pid: u32, key: &str) -> Option<u64> {
         .ok()
 }
 
-/// CPU share of one core (per cent, one figure per second) and peak RSS (MB) of process `pid`
-/// over `window` seconds; `what` names it in the error when it exits.
 /// How often the agent benchmark scrapes `/metrics` while it measures (a common Prometheus
 /// scrape interval).
 const SCRAPE_EVERY_S: u64 = 15;
 
+/// CPU share of one core (per cent, one figure per second) and peak RSS (MB) of process `pid`
+/// over `window` seconds; `what` names it in the error when it exits.
 fn cpu_and_rss(pid: u32, window: u64, what: &str) -> Result<(Vec<f64>, f64)> {
     let hz = unsafe { sysconf(2) }.max(1) as f64; // _SC_CLK_TCK
     let mut per_sec = Vec::new();

@@ -148,7 +148,7 @@ const PROBE_COST_WHY: &str = "\
   slow paths and ring-full returns). Under TCG a rare program pays for being rare: an empty
   fexit on the refill cost 0.4–0.6 µs a run against 0.15 µs for the same empty program on
   the allocation, which runs 80 times as often, and programs that run a handful of times in a
-  window cost 100–500 µs a run (`tp_kfree_skb`, `tp_state_release`: the emulator translating
+  window cost 100–500 µs a run (`tp_kfree_skb`, `tb_state_release`: the emulator translating
   their code again). Programs beside `fx_refill` on the same refills (one quick run, not
   kept) priced its parts under TCG, each a whole program a run: three typed reads 0.5 µs, the
   slot 1.1 µs, the hash lookup 0.8 µs, the lookup and one atomic add 2.3 µs, the empty program
@@ -313,7 +313,7 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
             let _ = writeln!(
                 s,
                 "\nThe last column is the kernel's part: an empty fexit on the refill and an \
-                 empty program on `skb:kfree_skb`, light's busiest hooks, over the same \
+                 empty program on `skb:kfree_skb` (drops), two of the hooks light keeps, over the same \
                  packets; what light costs above it is its bodies'. Where light's time goes \
                  (ns per page allocated, and per run):\n"
             );

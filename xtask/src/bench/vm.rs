@@ -137,6 +137,7 @@ pub fn parse(output: &str, configs: &[&str], res: &mut Results) {
             .iter()
             .flat_map(|w| w.lines().filter(|l| l.starts_with("floor-missing")))
             .collect();
+        missing.sort_unstable();
         missing.dedup();
         for l in missing {
             res.probe_cost_notes.push(format!("VM, {backend}: {l}"));

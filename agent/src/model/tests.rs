@@ -395,21 +395,12 @@ fn moved_pools_are_those_whose_counters_teardown_or_kernel_stats_moved() {
 /// own, and is named by its pool; its NAPI figures are unknown, not 0.
 #[test]
 fn a_device_without_napi_or_drop_records_is_named_by_its_pool() {
-    let t0 = Instant::now();
     let mut id = PoolIdentity::EMPTY;
     id.netdev = 7;
     id.ifindex = 12;
     id.known |= PoolIdentity::KNOWN_IFINDEX | PoolIdentity::KNOWN_IFNAME;
     id.ifname[..4].copy_from_slice(b"eth3");
-    let pool = |c: PoolCounters| RawPool {
-        counters: c,
-        identity: Some(id),
-        ..Default::default()
-    };
-    let mut before = RawSample::empty(t0);
-    before.pools.insert(1, pool(PoolCounters::default()));
-    let mut after = RawSample::empty(t0 + std::time::Duration::from_secs(1));
-    after.pools.insert(1, pool(counters()));
+    let (before, after) = one_pool_moving(id);
     let light = Coverage { napi: false, ..ALL };
     let s = snapshot(&crate::testing::facts("k", light), &before, &after);
     let d = &s.devices[0];
@@ -418,11 +409,9 @@ fn a_device_without_napi_or_drop_records_is_named_by_its_pool() {
     assert_eq!(d.drops_total, Some(0));
 }
 
-#[test]
-fn a_timeline_step_says_unknown_where_no_hook_counts() {
+/// Two samples a second apart of pool 1 (identity `id`): nothing counted, then `counters()`.
+fn one_pool_moving(id: PoolIdentity) -> (RawSample, RawSample) {
     let t0 = Instant::now();
-    let mut id = PoolIdentity::EMPTY;
-    id.netdev = 7;
     let pool = |c: PoolCounters| RawPool {
         counters: c,
         identity: Some(id),
@@ -432,6 +421,14 @@ fn a_timeline_step_says_unknown_where_no_hook_counts() {
     before.pools.insert(1, pool(PoolCounters::default()));
     let mut after = RawSample::empty(t0 + std::time::Duration::from_secs(1));
     after.pools.insert(1, pool(counters()));
+    (before, after)
+}
+
+#[test]
+fn a_timeline_step_says_unknown_where_no_hook_counts() {
+    let mut id = PoolIdentity::EMPTY;
+    id.netdev = 7;
+    let (before, after) = one_pool_moving(id);
     // The development host: the page_pool tracepoints and NAPI, nothing on the alloc path.
     let tracepoints = Coverage {
         hold: true,

@@ -148,8 +148,8 @@ const PROBE_COST_WHY: &str = "\
   slow paths and ring-full returns). Under TCG a rare program pays for being rare: an empty
   fexit on the refill cost 0.4–0.6 µs a run against 0.15 µs for the same empty program on
   the allocation, which runs 80 times as often, and programs that run a handful of times in a
-  window cost 100–500 µs a run (`tp_kfree_skb`, `tb_state_release`: the emulator translating
-  their code again). Programs beside `fx_refill` on the same refills (one quick run, not
+  window cost 100–500 µs a run (`tp_kfree_skb`, and the raw `tp_state_release` before
+  `page_release` ran as `tp_btf`: the emulator translating their code again). Programs beside `fx_refill` on the same refills (one quick run, not
   kept) priced its parts under TCG, each a whole program a run: three typed reads 0.5 µs, the
   slot 1.1 µs, the hash lookup 0.8 µs, the lookup and one atomic add 2.3 µs, the empty program
   0.6 µs, `fx_refill` 5.2 µs; the same operations on this host's real CPU are the

@@ -245,24 +245,33 @@ impl HotSlot {
 }
 
 /// What a pool's rare events (refill, slow path, page release) leave behind: the ring's state
-/// at the last one and the histograms, shared by all CPUs (histograms with atomic adds): one
-/// copy per pool, not one per CPU, and one map lookup per event for all of it.
+/// at the last one and the histograms, shared by all CPUs: one copy per pool, not one per CPU,
+/// and one map lookup per event for all of it.
+///
+/// Who adds to a histogram decides how. The allocation side (refill, slow path) runs in one
+/// context per pool at a time, the pool's NAPI, as the kernel's own `alloc_stats` assume (plain
+/// increments): its histograms take plain adds. Pages are released and runs end on any CPU: those
+/// histograms take atomic adds, and never share a word with a plain writer.
 #[repr(C)]
 #[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolRare {
     /// Ring fill and inflight pages at the last rare event (`known` 0: never read).
     pub state: PoolState,
-    /// Slow-path duration histogram, log2 ns buckets (see [`LATENCY_BUCKETS`]).
+    /// Slow-path duration histogram, log2 ns buckets (see [`LATENCY_BUCKETS`]). Allocation
+    /// side: plain adds.
     pub slow_hist: [u64; LATENCY_BUCKETS],
     /// Burst profile, kept in the kernel. Runs of consecutive recycles that found the ring
-    /// full (how far a burst overran the ring), log2 buckets of run length.
+    /// full (how far a burst overran the ring), log2 buckets of run length. Atomic adds.
     pub full_run_hist: [u64; LATENCY_BUCKETS],
     /// Runs of consecutive refills that found the ring empty (how far allocations drained it).
+    /// Atomic adds: a run parked on one CPU may end on another's slot switch.
     pub empty_run_hist: [u64; LATENCY_BUCKETS],
-    /// Ring fill at each refill, slow path and release, log2 buckets of entries (bucket 0
-    /// also holds an empty ring).
+    /// Ring fill at each refill and slow path, log2 buckets of entries (bucket 0 also holds an
+    /// empty ring). Allocation side: plain adds.
     pub fill_hist: [u64; LATENCY_BUCKETS],
+    /// Ring fill at each page release, as `fill_hist`. Atomic adds.
+    pub release_fill_hist: [u64; LATENCY_BUCKETS],
 }
 
 /// Everything known of a pool's activity, summed over CPUs: what the agent's model reads.
@@ -361,7 +370,14 @@ impl PoolCounters {
         self.slow_hist = h.slow_hist;
         self.full_run_hist = h.full_run_hist;
         self.empty_run_hist = h.empty_run_hist;
-        self.fill_hist = h.fill_hist;
+        // One distribution of the ring's fill at every rare event, whoever filed it.
+        for (sum, (alloc_side, release)) in self
+            .fill_hist
+            .iter_mut()
+            .zip(h.fill_hist.iter().zip(&h.release_fill_hist))
+        {
+            *sum = alloc_side.wrapping_add(*release);
+        }
     }
 }
 

@@ -293,10 +293,12 @@ pub(crate) use count_page;
 ///
 /// `found_empty`: the caller knows the ring was empty a moment ago (a refill that got no
 /// page), so an equal producer and consumer mean empty without reading the ring's slot.
+/// `fill_into`: the caller's side's fill histogram (`Hist::Fill` on the allocation side).
 #[inline(always)]
 pub(crate) fn record_state<R: PoolRead>(
     pool: u64,
     found_empty: bool,
+    fill_into: Hist,
 ) -> Option<&'static mut PoolRare> {
     let o = &config().offsets;
     let mut st = PoolState::default();
@@ -341,18 +343,21 @@ pub(crate) fn record_state<R: PoolRead>(
     // same moment, good enough for a gauge.
     r.state = st;
     if let Some(f) = fill {
-        file(r, Hist::Fill, f);
+        file(r, fill_into, f);
     }
     Some(r)
 }
 
-/// Which rare-event histogram of a pool.
+/// Which rare-event histogram of a pool (see `PoolRare` for who adds to which, and how).
 #[derive(Clone, Copy)]
 pub(crate) enum Hist {
+    /// Allocation side: plain adds.
     Slow,
     FullRun,
     EmptyRun,
+    /// Allocation side: plain adds.
     Fill,
+    ReleaseFill,
 }
 
 /// The pool's rare-event record, created on first use.
@@ -381,13 +386,21 @@ pub(crate) fn hist_add(pool: u64, which: Hist, value: u64) {
 /// Adds one sample of `value` to one of a record's histograms.
 #[inline(always)]
 pub(crate) fn file(r: &mut PoolRare, which: Hist, value: u64) {
-    let arr = match which {
-        Hist::Slow => &mut r.slow_hist,
-        Hist::FullRun => &mut r.full_run_hist,
-        Hist::EmptyRun => &mut r.empty_run_hist,
-        Hist::Fill => &mut r.fill_hist,
+    let (arr, alloc_side) = match which {
+        Hist::Slow => (&mut r.slow_hist, true),
+        Hist::FullRun => (&mut r.full_run_hist, false),
+        Hist::EmptyRun => (&mut r.empty_run_hist, false),
+        Hist::Fill => (&mut r.fill_hist, true),
+        Hist::ReleaseFill => (&mut r.release_fill_hist, false),
     };
-    if let Some(slot) = arr.get_mut(log2_bucket(value)) {
+    let Some(slot) = arr.get_mut(log2_bucket(value)) else {
+        return;
+    };
+    if alloc_side {
+        // One writer at a time: the pool's allocation side (see `PoolRare`). The atomic add was
+        // the largest part of a refill's cost under the VM lab's emulated CPUs (BENCHMARKS.md).
+        *slot += 1;
+    } else {
         // SAFETY: an aligned u64 inside the map value; BPF has an atomic add even though the
         // target lacks compare-and-swap (so core's AtomicU64 offers no fetch_add).
         unsafe {

@@ -176,6 +176,14 @@ fn burst_profile_distributions() {
         a.full_run, 5,
         "a run in progress is per-CPU state, not a sum"
     );
+    // The ring's fill is one distribution, filed by the allocation side and by releases apart
+    // (plain and atomic adds never share a word).
+    let mut rare = ppscope_common::PoolRare::default();
+    rare.fill_hist[3] = 2;
+    rare.release_fill_hist[3] = 5;
+    rare.release_fill_hist[8] = 1;
+    a.set_hists(&rare);
+    assert_eq!((a.fill_hist[3], a.fill_hist[8], a.fill_hist[0]), (7, 1, 0));
 }
 
 #[test]

@@ -16,7 +16,7 @@ use ppscope_common::site;
 use crate::{
     frames::frame,
     kmem::{arg, PoolRead, Probed, Typed},
-    pool::{count_page, record_state},
+    pool::{count_page, record_state, Hist},
 };
 
 /// Runs per page while the ring is full (a ring-full churn): the ring's state is read as the
@@ -24,7 +24,7 @@ use crate::{
 #[inline(always)]
 fn on_release<R: PoolRead>(pool: u64) {
     count_page!(pool, release_pages);
-    record_state::<R>(pool, false);
+    record_state::<R>(pool, false, Hist::ReleaseFill);
     // Tell an open bulk-recycle frame of this task that one of its pages left the pool (a
     // single recycle sees that by itself: see `recycle`).
     if let Some(f) = frame(site::BULK) {

@@ -51,7 +51,7 @@ macro_rules! count_refill {
 /// fill and the empty-ring run go to the pool's rare-event record: one lookup for the three.
 #[inline(always)]
 fn on_refill_exit<R: PoolRead>(pool: u64, got: u64) {
-    let rare = record_state::<R>(pool, got == 0);
+    let rare = record_state::<R>(pool, got == 0, Hist::Fill);
     let left = if got == 0 {
         0
     } else {

@@ -21,7 +21,7 @@ fn on_slow_exit() {
         return;
     };
     let elapsed = now_ns().saturating_sub(f.start_ns);
-    if let Some(r) = record_state::<Probed>(f.pool, false) {
+    if let Some(r) = record_state::<Probed>(f.pool, false, Hist::Fill) {
         file(r, Hist::Slow, elapsed);
     }
     if let Some(c) = counters(f.pool) {

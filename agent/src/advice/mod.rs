@@ -3,7 +3,7 @@
 //! against the memory a bigger ring pins.
 //!
 //! - [`profile`]: samples → a burst profile per pool;
-//! - [`window`]: the slim rolling window a live source keeps for it;
+//! - [`window`]: the rolling window (per-pool deltas) a live source keeps for it;
 //! - [`simulator`]: the page_pool model that replays a profile at any ring size;
 //! - [`advise`]: the rule that turns replays into an [`crate::snapshot::Advice`];
 //! - [`pools`]: every pool of a window advised, with its context read off its identity;

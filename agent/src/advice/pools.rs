@@ -10,11 +10,11 @@ use ppscope_common::PoolIdentity;
 
 use super::{
     advise::{self, PoolContext},
-    profile::{profiles, PoolProfile, ProfileSample},
+    profile::{profiles, PoolProfile},
     simulator::{self as sim, Measured, SimParams},
 };
 use crate::{
-    model::{c_name, Coverage},
+    model::{c_name, Coverage, RawSample},
     snapshot::{Advice, ProfileBasis},
 };
 
@@ -81,9 +81,10 @@ fn resized_without_rebuild(p: &PoolProfile, ctx: &PoolContext, m: &Measured) -> 
     (best != ctx.ring_size && at_reported > 0.5 && cal.worst() < at_reported / 4.0).then_some(best)
 }
 
-/// Advice per pool address, for the pools whose profile the probes could measure.
-pub fn advise_window<S: ProfileSample>(
-    samples: &[S],
+/// Advice per pool address, for the pools whose profile the probes could measure, from full
+/// samples (a recording).
+pub fn advise_window(
+    samples: &[RawSample],
     cov: &Coverage,
     page_size: u64,
     target: f64,
@@ -92,9 +93,18 @@ pub fn advise_window<S: ProfileSample>(
     let Some(basis) = cov.profile_basis() else {
         return HashMap::new();
     };
-    let profiles = profiles(samples, basis);
+    advise_profiles(&profiles(samples, basis), cov, page_size, target)
+}
+
+/// Advice per pool address from the pools' profiles.
+pub fn advise_profiles(
+    profiles: &[PoolProfile],
+    cov: &Coverage,
+    page_size: u64,
+    target: f64,
+) -> HashMap<u64, Advice> {
     let mut per_device: HashMap<u64, u32> = HashMap::new();
-    for p in &profiles {
+    for p in profiles {
         if let Some(id) = &p.identity {
             if id.netdev != 0 {
                 *per_device.entry(id.netdev).or_default() += 1;
@@ -118,7 +128,7 @@ pub fn advise_window<S: ProfileSample>(
                 ));
                 a.resize_suspect = Some(size);
             }
-            if basis == ProfileBasis::Refills {
+            if p.basis == ProfileBasis::Refills {
                 a.evidence.push(
                     "profile from ring refills, slow-path pages and returned pages (--detail light): exact at the ring, placed in time to within one refill (64 pages); --detail full replays every page".into(),
                 );

@@ -16,8 +16,6 @@
 //!   entered the cache from the ring or the allocator. Direct recycles and the allocations
 //!   they serve never touch the ring and are in neither side. Exact at the ring, placed in
 //!   time to within one refill (the fill is read at refills, slow paths and returns).
-use std::time::Instant;
-
 use ppscope_common::{PoolCounters, PoolIdentity};
 
 use super::simulator::{Profile, Step};
@@ -87,7 +85,43 @@ impl From<&RawPool> for ProfileCounters {
     }
 }
 
+/// How many counters [`ProfileCounters`] has (its `ring_fill` gauge aside).
+pub(crate) const PROFILE_FIELDS: usize = {
+    macro_rules! count {
+        ($($f:ident),*) => { [$(stringify!($f)),*].len() };
+    }
+    profile_fields!(count)
+};
+
 impl ProfileCounters {
+    /// The counters in [`profile_fields!`] order (`ring_fill` aside).
+    pub(crate) fn to_array(self) -> [u64; PROFILE_FIELDS] {
+        macro_rules! arr {
+            ($($f:ident),*) => { [$(self.$f),*] };
+        }
+        profile_fields!(arr)
+    }
+
+    /// The inverse of [`Self::to_array`], with the ring's fill given.
+    pub(crate) fn from_array(a: [u64; PROFILE_FIELDS], ring_fill: Option<u32>) -> Self {
+        let mut it = a.into_iter();
+        macro_rules! build {
+            ($($f:ident),*) => { Self { $( $f: it.next().unwrap_or(0), )* ring_fill } };
+        }
+        profile_fields!(build)
+    }
+
+    /// `self + other`, field by field (wrapping, as the kernel's counters do); the ring fill
+    /// is `other`'s.
+    pub(crate) fn plus(&self, other: &Self) -> Self {
+        macro_rules! add {
+            ($($f:ident),*) => {
+                Self { $( $f: self.$f.wrapping_add(other.$f), )* ring_fill: other.ring_fill }
+            };
+        }
+        profile_fields!(add)
+    }
+
     /// `self - earlier`, field by field, by the one rule ([`crate::model::since`]); the ring
     /// fill is the later one's.
     pub fn since(&self, earlier: &Self) -> Self {
@@ -117,37 +151,11 @@ impl ProfileCounters {
     }
 
     /// Whether the pool moved at all over these counters, as `basis` sees it.
-    fn moved(&self, basis: ProfileBasis) -> bool {
+    pub(crate) fn moved(&self, basis: ProfileBasis) -> bool {
         match basis {
             ProfileBasis::Pages => self.alloc_calls + self.put_calls > 0,
             ProfileBasis::Refills => self.taken(basis) + self.release_pages > 0,
         }
-    }
-}
-
-/// A sample a profile can be read from: a full [`RawSample`] (a recording) or the slim
-/// samples a live window keeps (`crate::advice::window`).
-pub trait ProfileSample {
-    fn at(&self) -> Instant;
-    fn counters(&self, pool: u64) -> Option<ProfileCounters>;
-    /// Every pool of the sample with its counters, and its identity where the sample has it
-    /// (a window keeps identities in its newest sample only; profiles read them there).
-    fn pools(&self) -> impl Iterator<Item = (u64, ProfileCounters, Option<PoolIdentity>)> + '_;
-}
-
-impl ProfileSample for RawSample {
-    fn at(&self) -> Instant {
-        self.at
-    }
-
-    fn counters(&self, pool: u64) -> Option<ProfileCounters> {
-        self.pools.get(&pool).map(ProfileCounters::from)
-    }
-
-    fn pools(&self) -> impl Iterator<Item = (u64, ProfileCounters, Option<PoolIdentity>)> + '_ {
-        self.pools
-            .iter()
-            .map(|(addr, p)| (*addr, p.into(), p.identity))
     }
 }
 
@@ -165,7 +173,17 @@ pub struct PoolProfile {
 
 /// One step between counters `a` and the later `b`, on `basis`.
 fn step_of(a: &ProfileCounters, b: &ProfileCounters, basis: ProfileBasis) -> Step {
-    let d = b.since(a);
+    step_of_delta(&b.since(a), a.ring_fill, basis)
+}
+
+/// One step from what changed over it (`d`, whose `ring_fill` is the fill at its end) and the
+/// ring's fill at its start, on `basis`: the one rule for full samples and a live window's
+/// deltas (`crate::advice::window`).
+pub(crate) fn step_of_delta(
+    d: &ProfileCounters,
+    fill_before: Option<u32>,
+    basis: ProfileBasis,
+) -> Step {
     match basis {
         ProfileBasis::Pages => Step {
             allocs: d.alloc_calls,
@@ -175,7 +193,7 @@ fn step_of(a: &ProfileCounters, b: &ProfileCounters, basis: ProfileBasis) -> Ste
         ProfileBasis::Refills => {
             // The ring's books: what went in = what it holds more + what refills took out.
             // Without a fill reading on both sides, the refills' pages are all we know went in.
-            let into_ring = match (a.ring_fill, b.ring_fill) {
+            let into_ring = match (fill_before, d.ring_fill) {
                 (Some(before), Some(after)) => {
                     (i64::from(after) - i64::from(before) + d.refill_pages as i64).max(0) as u64
                 }
@@ -190,47 +208,58 @@ fn step_of(a: &ProfileCounters, b: &ProfileCounters, basis: ProfileBasis) -> Ste
     }
 }
 
-/// One profile per pool that moved, from consecutive samples (at least two), on `basis`.
-pub fn profiles<S: ProfileSample>(samples: &[S], basis: ProfileBasis) -> Vec<PoolProfile> {
+/// Busiest pool first, then by address: the same order however the pools were gathered.
+pub(crate) fn sort_profiles(profiles: &mut [PoolProfile], basis: ProfileBasis) {
+    profiles.sort_by_key(|p| (std::cmp::Reverse(p.measured.taken(basis)), p.pool));
+}
+
+/// One profile per pool that moved, from consecutive full samples (at least two: a recording),
+/// on `basis`. A live agent keeps its minute as deltas instead (`crate::advice::window`), with
+/// the same rules: a pool missing from a sample counts from zero when it is back, only the
+/// pools of the last sample are profiled, and what was measured is what the steps add up to.
+pub fn profiles(samples: &[RawSample], basis: ProfileBasis) -> Vec<PoolProfile> {
     let (Some(first), Some(last)) = (samples.first(), samples.last()) else {
         return Vec::new();
     };
     if samples.len() < 2 {
         return Vec::new();
     }
-    let step_ns =
-        (last.at().duration_since(first.at()).as_nanos() as u64) / (samples.len() as u64 - 1);
+    let step_ns = (last.at.duration_since(first.at).as_nanos() as u64) / (samples.len() as u64 - 1);
     let zero = ProfileCounters::default();
+    let counters = |s: &RawSample, pool: u64| s.pools.get(&pool).map(ProfileCounters::from);
     let mut out: Vec<PoolProfile> = last
-        .pools()
-        .filter_map(|(addr, end, identity)| {
-            let start = first.counters(addr).unwrap_or(zero);
-            let measured = end.since(&start);
-            if !measured.moved(basis) {
-                return None;
-            }
+        .pools
+        .iter()
+        .filter_map(|(&addr, p)| {
+            // What the steps add up to: a counter that went backwards (the pool was evicted
+            // and seen again) counts on both sides, as in the steps the simulator replays.
+            let mut measured = zero;
             let steps = samples
                 .windows(2)
                 .map(|w| {
-                    let a = w[0].counters(addr).unwrap_or(zero);
-                    let b = w[1].counters(addr).unwrap_or(a);
+                    let a = counters(&w[0], addr).unwrap_or(zero);
+                    let b = counters(&w[1], addr).unwrap_or(a);
+                    measured = measured.plus(&b.since(&a));
                     step_of(&a, &b, basis)
                 })
                 .collect();
+            if !measured.moved(basis) {
+                return None;
+            }
             Some(PoolProfile {
                 pool: addr,
-                identity,
+                identity: p.identity,
                 basis,
                 profile: Profile {
                     step_ns: step_ns.max(1),
                     steps,
-                    provider: identity.is_some_and(|i| i.has_memory_provider != 0),
+                    provider: p.identity.is_some_and(|i| i.has_memory_provider != 0),
                 },
                 measured,
             })
         })
         .collect();
-    out.sort_by_key(|p| std::cmp::Reverse(p.measured.taken(basis)));
+    sort_profiles(&mut out, basis);
     out
 }
 

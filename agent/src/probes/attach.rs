@@ -231,6 +231,8 @@ pub(super) fn unload_all(ebpf: &mut impl Programs, progs: &[&str]) {
             Some(Program::KProbe(p)) => p.unload(),
             Some(Program::FEntry(p)) => p.unload(),
             Some(Program::FExit(p)) => p.unload(),
+            Some(Program::BtfTracePoint(p)) => p.unload(),
+            Some(Program::RawTracePoint(p)) => p.unload(),
             _ => Ok(()),
         };
     }
@@ -351,9 +353,7 @@ fn attach_tracepoint(
             Ok(()) => return Ok(vec![format!("{target} (tp_btf)")]),
             Err(e) => {
                 // Loaded but not attached: not left in the kernel beside the raw one.
-                if let Some(Program::BtfTracePoint(p)) = ebpf.program_mut(prog) {
-                    let _ = p.unload();
-                }
+                unload_all(ebpf, &[prog]);
                 let why = format!("{e:#}");
                 let why: String = why.lines().next().unwrap_or("").chars().take(120).collect();
                 typed_refused = Some(format!("tp_btf refused ({why}): raw tracepoint"));

@@ -78,13 +78,14 @@ pub fn run(
         stats.map_entries = collection.map_entries;
         stats.map_capacity = collection.map_capacity;
         stats.map_evictions = collection.map_evictions;
+        let moved = collection.collected.moved();
         stats.collections += 1;
         stats.last_collection_seconds = started.elapsed().as_secs_f64();
         let mut sh = lock(&shared);
         // What the server measures itself (the scrape time) stays.
         stats.last_scrape_seconds = sh.stats.last_scrape_seconds;
         sh.stats = stats.clone();
-        sh.publish(collection.collected, Instant::now());
+        sh.publish(collection.collected, moved, Instant::now());
     }
     server.stop();
     say("agent stopped");

@@ -19,6 +19,7 @@
 //! - every answer closes its connection (`Connection: close`): no idle keep-alive
 //!   connection is kept.
 use std::{
+    collections::HashSet,
     io::{ErrorKind, Read, Write},
     net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream},
     panic::{catch_unwind, AssertUnwindSafe},
@@ -36,7 +37,11 @@ use super::{
     metrics::{self, Format, SelfStats},
     retire::Retirement,
 };
-use crate::{report, snapshot::Snapshot, source::Collected};
+use crate::{
+    report,
+    snapshot::{PoolKey, Snapshot},
+    source::Collected,
+};
 
 /// Connections served at once; more wait in the listen backlog.
 pub const MAX_CONNECTIONS: usize = 256;
@@ -69,9 +74,10 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// Hands over a new collection.
-    pub fn publish(&mut self, collected: Arc<Collected>, at: Instant) {
-        self.retirement.moved(collected.moved(), at);
+    /// Hands over a new collection and the pools that moved in it (found before the lock is
+    /// taken: [`Collected::moved`] compares every pool).
+    pub fn publish(&mut self, collected: Arc<Collected>, moved: HashSet<PoolKey>, at: Instant) {
+        self.retirement.moved(moved, at);
         self.collected = Some(collected);
         self.last_collection = Some(at);
     }
@@ -550,7 +556,9 @@ mod tests {
         assert_eq!(get("/metrics").status, 503, "no collection yet");
 
         let (first, cur) = (sample(0, 0), sample(1, 10));
-        lock(&shared).publish(collected([first.clone(), first.clone(), cur.clone()]), t0);
+        let c = collected([first.clone(), first.clone(), cur.clone()]);
+        let moved = c.moved();
+        lock(&shared).publish(c, moved, t0);
         let metrics = get("/metrics");
         assert_eq!(metrics.status, 200);
         assert!(
@@ -569,10 +577,9 @@ mod tests {
 
         // A collection two minutes on: the pool has not moved since, past its grace.
         let later = sample(120, 10);
-        lock(&shared).publish(
-            collected([first, cur, later]),
-            t0 + Duration::from_secs(120),
-        );
+        let c = collected([first, cur, later]);
+        let moved = c.moved();
+        lock(&shared).publish(c, moved, t0 + Duration::from_secs(120));
         let c = snapshot(&shared, Window::SinceStart).unwrap();
         assert!(!Arc::ptr_eq(&a, &c), "a new collection, a new snapshot");
         assert_eq!(c.pools.len(), 0, "retired");

@@ -312,12 +312,17 @@ impl Probes {
 }
 
 /// vmlinux BTF read once, parsed for the offsets (btf-rs) and for aya (loading, and the
-/// fentry/fexit attach targets; None when aya cannot parse it: fentry is then refused).
+/// fentry/fexit attach targets; None when aya cannot parse it: fentry is then refused). The
+/// two parses run side by side: each is a large part of the start-up under the VM lab's
+/// emulated CPUs, and neither needs the other.
 fn kernel_btf() -> Result<(KernelBtf, Option<Btf>)> {
     let bytes = btf::read(Path::new(VMLINUX_BTF))?;
-    let ours = KernelBtf::from_bytes(&bytes)
-        .with_context(|| format!("the kernel's BTF at {VMLINUX_BTF} does not parse"))?;
-    let aya_btf = Btf::parse(&bytes, aya::Endianness::default()).ok();
+    let (ours, aya_btf) = std::thread::scope(|s| {
+        let aya_btf = s.spawn(|| Btf::parse(&bytes, aya::Endianness::default()).ok());
+        let ours = KernelBtf::from_bytes(&bytes);
+        (ours, aya_btf.join().ok().flatten())
+    });
+    let ours = ours.with_context(|| format!("the kernel's BTF at {VMLINUX_BTF} does not parse"))?;
     Ok((ours, aya_btf))
 }
 

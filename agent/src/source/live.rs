@@ -53,8 +53,6 @@ pub struct Collected {
     netlink_now: Arc<NetlinkSample>,
     /// The same advice for the interval and the totals: computing it twice would cost twice.
     advice: Arc<HashMap<u64, Advice>>,
-    /// The pools that moved since the previous collection.
-    moved: HashSet<PoolKey>,
     /// The two snapshots, once assembled.
     since_start: OnceLock<Arc<Snapshot>>,
     interval: OnceLock<Arc<Snapshot>>,
@@ -69,7 +67,6 @@ impl Collected {
         [netlink_first, netlink_prev, netlink_now]: [Arc<NetlinkSample>; 3],
         advice: Arc<HashMap<u64, Advice>>,
     ) -> Self {
-        let moved = model::moved_pools(&prev, &cur, Some((&netlink_prev, &netlink_now)));
         Self {
             facts,
             first,
@@ -79,7 +76,6 @@ impl Collected {
             netlink_prev,
             netlink_now,
             advice,
-            moved,
             since_start: OnceLock::new(),
             interval: OnceLock::new(),
         }
@@ -100,9 +96,14 @@ impl Collected {
         self.interval.get_or_init(|| Arc::new(self.interval()))
     }
 
-    /// The pools that moved since the previous collection (what the agent retires by).
-    pub fn moved(&self) -> impl Iterator<Item = PoolKey> + '_ {
-        self.moved.iter().copied()
+    /// The pools that moved since the previous collection (what the agent retires by; `top`
+    /// retires nothing and does not pay for it).
+    pub fn moved(&self) -> HashSet<PoolKey> {
+        model::moved_pools(
+            &self.prev,
+            &self.cur,
+            Some((&self.netlink_prev, &self.netlink_now)),
+        )
     }
 
     /// What happened since the previous collection, with the advice.

@@ -3,10 +3,10 @@
 //! Rust eBPF has no CO-RE relocations, so every field the programs read is located here at
 //! start and passed to them in [`ProbeConfig`]. A field that cannot be found stays
 //! [`OFFSET_UNKNOWN`]: the programs then skip it and the report says the column is unknown.
-use std::path::Path;
+use std::{collections::HashMap, path::Path, sync::Mutex};
 
 use anyhow::{Context, Result};
-use btf_rs::{Btf, Type};
+use btf_rs::{Backend, Btf, Type};
 use ppscope_common::{KernelOffsets, OFFSET_UNKNOWN};
 
 pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
@@ -14,22 +14,50 @@ pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 /// Members one offset query may look at (see `walk`).
 const WALK_BUDGET: u32 = 1 << 16;
 
-/// The bytes of a kernel BTF file (`/sys/kernel/btf/vmlinux`): read once at start-up and
-/// parsed from memory by both btf-rs (offsets, here) and aya (fentry attach). Each parse of
-/// its own read cost a pass over ~1,400 sysfs reads, and btf-rs's file reader also seeks for
-/// every type (~130,000 `lseek` calls), most of the start-up under emulated CPUs.
-pub fn read(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).with_context(|| {
+/// The bytes of a kernel BTF file (`/sys/kernel/btf/vmlinux`), for aya (loading, and the
+/// fentry/fexit attach targets). Mapped where the kernel allows it (6.16 and later map the
+/// kernel's own copy: no 5 MB read, a sixth of a second under the VM lab's emulated CPUs),
+/// read otherwise.
+pub fn read(path: &Path) -> Result<BtfBytes> {
+    let what = || {
         format!(
             "cannot read the kernel's BTF at {} (needs CONFIG_DEBUG_INFO_BTF)",
             path.display()
         )
-    })
+    };
+    let file = std::fs::File::open(path).with_context(what)?;
+    // SAFETY: the kernel's BTF is written once at boot and never changes while mapped; a
+    // file the kernel refuses to map is read instead. Private and read-only: the kernel maps
+    // nothing else.
+    if let Ok(map) = unsafe { memmap2::MmapOptions::new().map_copy_read_only(&file) } {
+        return Ok(BtfBytes::Mapped(map));
+    }
+    std::fs::read(path).map(BtfBytes::Read).with_context(what)
+}
+
+/// A BTF file's bytes, mapped or read.
+pub enum BtfBytes {
+    Mapped(memmap2::Mmap),
+    Read(Vec<u8>),
+}
+
+impl std::ops::Deref for BtfBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Self::Mapped(m) => m,
+            Self::Read(v) => v,
+        }
+    }
 }
 
 /// The kernel's type information, loaded once.
 pub struct KernelBtf {
     btf: Btf,
+    /// Types by name, as looked up: on the mapped backend a lookup scans every type's name,
+    /// and the offsets ask for the same nine structs thirty times.
+    by_name: Mutex<HashMap<String, Vec<Type>>>,
 }
 
 /// Each offset with the member path it came from, for `doctor` and the report.
@@ -48,7 +76,7 @@ impl KernelBtf {
         let what = || format!("cannot read {path} (module not loaded?)");
         let bytes = std::fs::read(&path).with_context(what)?;
         let btf = Btf::from_split_bytes(&bytes, &base.btf).with_context(what)?;
-        Ok(Self { btf })
+        Ok(Self::new(btf))
     }
 
     /// gve offsets from the gve module's BTF: (`gve_rx_ring.q_num`, `gve_notify_block.rx`).
@@ -59,9 +87,59 @@ impl KernelBtf {
     }
 
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        Ok(Self {
-            btf: Btf::from_bytes(bytes).context("not valid BTF")?,
-        })
+        Ok(Self::new(Btf::from_bytes(bytes).context("not valid BTF")?))
+    }
+
+    fn new(btf: Btf) -> Self {
+        Self {
+            btf,
+            by_name: Mutex::default(),
+        }
+    }
+
+    /// The running kernel's BTF at `path` (`/sys/kernel/btf/vmlinux`). btf-rs maps it and
+    /// finds types by name when asked, where the kernel allows the mapping; its other reader
+    /// parses and indexes all ~130,000 types (0.5 s of the start-up under the VM lab's
+    /// emulated CPUs, for the nine structs the offsets need).
+    pub fn vmlinux(path: &Path) -> Result<Self> {
+        if let Ok(btf) = Btf::from_file_with_backend(path, Backend::Mmap) {
+            return Ok(Self::new(btf));
+        }
+        Self::from_bytes(&read(path)?)
+            .with_context(|| format!("the kernel's BTF at {} does not parse", path.display()))
+    }
+
+    /// Looks up every type of these names in one pass (see `by_name`): a pass per name was
+    /// most of the offsets' time on the mapped backend.
+    pub fn look_up(&self, names: &[&str]) {
+        let alternatives: Vec<String> = names.iter().map(|n| regex::escape(n)).collect();
+        let Ok(re) = regex::Regex::new(&format!("^(?:{})$", alternatives.join("|"))) else {
+            return;
+        };
+        let mut found: HashMap<String, Vec<Type>> =
+            names.iter().map(|n| (n.to_string(), Vec::new())).collect();
+        for ty in self.btf.resolve_types_by_regex(&re).unwrap_or_default() {
+            let name = ty
+                .as_btf_type()
+                .and_then(|t| self.btf.resolve_name(t).ok())
+                .unwrap_or_default();
+            if let Some(types) = found.get_mut(&name) {
+                types.push(ty);
+            }
+        }
+        self.by_name
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(found);
+    }
+
+    /// Every type named `name` (looked up once).
+    fn types_named(&self, name: &str) -> Vec<Type> {
+        let mut by_name = self.by_name.lock().unwrap_or_else(|e| e.into_inner());
+        by_name
+            .entry(name.to_string())
+            .or_insert_with(|| self.btf.resolve_types_by_name(name).unwrap_or_default())
+            .clone()
     }
 
     /// Byte offset of `path` (member names, e.g. `["slow", "netdev"]`) inside `struct name`.
@@ -74,7 +152,7 @@ impl KernelBtf {
 
     /// Number of parameters of the kernel function `name`, if BTF describes it.
     pub fn func_param_count(&self, name: &str) -> Option<usize> {
-        for ty in self.btf.resolve_types_by_name(name).ok()? {
+        for ty in self.types_named(name) {
             if let Type::Func(func) = ty {
                 if let Ok(Type::FuncProto(proto)) = self.btf.resolve_chained_type(&func) {
                     return Some(proto.parameters.len());
@@ -86,10 +164,7 @@ impl KernelBtf {
 
     /// Values and names of a C enum (e.g. `skb_drop_reason`), empty when BTF lacks it.
     pub fn enum_values(&self, name: &str) -> Vec<(u32, String)> {
-        let Ok(types) = self.btf.resolve_types_by_name(name) else {
-            return Vec::new();
-        };
-        for ty in types {
+        for ty in self.types_named(name) {
             if let Type::Enum(e) = ty {
                 return e
                     .members
@@ -102,9 +177,7 @@ impl KernelBtf {
     }
 
     fn find_struct(&self, name: &str) -> Option<Type> {
-        self.btf
-            .resolve_types_by_name(name)
-            .ok()?
+        self.types_named(name)
             .into_iter()
             .find(|t| matches!(t, Type::Struct(s) if !s.members.is_empty()))
     }
@@ -209,6 +282,18 @@ impl KernelBtf {
 
     /// Resolves every offset the programs use. Never fails: unknown fields stay unknown.
     pub fn kernel_offsets(&self) -> (KernelOffsets, Vec<ResolvedField>) {
+        // The structs below, in one pass (a struct missing here is still looked up alone).
+        self.look_up(&[
+            "page_pool",
+            "napi_struct",
+            "net_device",
+            "device",
+            "class",
+            "page",
+            "device_driver",
+            "rtnl_link_ops",
+            "sk_buff",
+        ]);
         let mut fields = Vec::new();
         let mut get = |name, st, cands: &[&[&str]]| {
             let (f, off) = self.first_of(name, st, cands);
@@ -287,6 +372,38 @@ mod tests {
         assert!(o.pool_alloc_cache > o.pool_alloc_count);
         assert!(o.pool_ring_size > o.pool_alloc_cache + 1024);
         assert_ne!(o.netdev_ifindex, o.netdev_name);
+    }
+
+    /// The mapped reader (this kernel allows the mapping) finds what the parsing one finds,
+    /// whether a name was looked up in one pass with others or alone.
+    #[test]
+    fn the_mapped_kernel_btf_gives_the_same_answers() {
+        let (parsed, mapped) = (
+            host_btf(),
+            KernelBtf::vmlinux(Path::new(VMLINUX_BTF)).unwrap(),
+        );
+        assert!(
+            matches!(read(Path::new(VMLINUX_BTF)).unwrap(), BtfBytes::Mapped(_))
+                && Btf::from_file_with_backend(VMLINUX_BTF, Backend::Mmap).is_ok(),
+            "this kernel maps its BTF (6.16 and later): both readers map it"
+        );
+        let (a, b) = (parsed.kernel_offsets(), mapped.kernel_offsets());
+        assert_eq!(format!("{:?}", a.0), format!("{:?}", b.0));
+        let alone = KernelBtf::vmlinux(Path::new(VMLINUX_BTF)).unwrap();
+        mapped.look_up(&[
+            "page_pool_alloc_netmems",
+            "skb_drop_reason",
+            "no_such_name_xyz",
+        ]);
+        for name in ["page_pool_alloc_netmems", "no_such_name_xyz"] {
+            assert_eq!(mapped.func_param_count(name), alone.func_param_count(name));
+            assert_eq!(mapped.func_param_count(name), parsed.func_param_count(name));
+        }
+        assert_eq!(
+            mapped.enum_values("skb_drop_reason"),
+            parsed.enum_values("skb_drop_reason")
+        );
+        assert!(!mapped.enum_values("skb_drop_reason").is_empty());
     }
 
     #[test]

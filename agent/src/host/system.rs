@@ -1,28 +1,40 @@
 //! Facts about the running kernel and our privileges, read at run time.
-use std::{collections::HashMap, fs, path::Path};
+use std::{
+    collections::{HashMap, HashSet},
+    fs,
+    path::Path,
+};
 
 use anyhow::{Context, Result};
 
-/// Function names the kernel knows (`/proc/kallsyms`, text symbols only), with module names
-/// stripped, and their sizes where addresses are visible (root: not hidden by kptr_restrict).
+/// The kernel functions a caller asked about (`/proc/kallsyms`, text symbols only), with module
+/// names stripped, and their sizes where addresses are visible (root: not hidden by
+/// kptr_restrict).
+///
+/// Only the asked-for names are kept: kallsyms has ~150,000 text symbols, and a map of all of
+/// them (a string each) took as long as the kernel takes to write the file, on the start-up's
+/// critical path under the VM lab's emulated CPUs (0.7 s of its 2 s). A symbol's size needs
+/// every text address (the next one ends it): those are kept as numbers.
 pub struct Symbols {
-    /// name → address (0 when hidden).
+    /// name → address (0 when hidden), of the asked-for names the kernel has.
     addrs: HashMap<String, u64>,
     /// Every text symbol address, sorted: a symbol's size is the gap to the next one.
     sorted: Vec<u64>,
 }
 
 impl Symbols {
-    pub fn load() -> Result<Self> {
+    /// Reads kallsyms for the functions named in `wanted`.
+    pub fn load(wanted: &[&str]) -> Result<Self> {
         let text = fs::read_to_string("/proc/kallsyms").context("cannot read /proc/kallsyms")?;
-        Ok(Self::parse(&text))
+        Ok(Self::parse(&text, wanted))
     }
 
-    pub fn parse(text: &str) -> Self {
+    pub fn parse(text: &str, wanted: &[&str]) -> Self {
+        let wanted: HashSet<&str> = wanted.iter().copied().collect();
         let mut addrs = HashMap::new();
         let mut sorted = Vec::new();
         for line in text.lines() {
-            let mut it = line.split_whitespace();
+            let mut it = line.split_ascii_whitespace();
             let (Some(addr), Some(kind), Some(name)) = (it.next(), it.next(), it.next()) else {
                 continue;
             };
@@ -33,13 +45,16 @@ impl Symbols {
             if addr != 0 {
                 sorted.push(addr);
             }
-            addrs.entry(name.to_string()).or_insert(addr);
+            if wanted.contains(name) {
+                addrs.entry(name.to_string()).or_insert(addr);
+            }
         }
         sorted.sort_unstable();
         sorted.dedup();
         Self { addrs, sorted }
     }
 
+    /// Whether the kernel has `name` (one of the names asked for).
     pub fn contains(&self, name: &str) -> bool {
         self.addrs.contains_key(name)
     }
@@ -131,22 +146,37 @@ mod tests {
 
     #[test]
     fn kallsyms_text_symbols_only() {
+        let wanted = [
+            "_stext",
+            "page_pool_refill_alloc_cache",
+            "gve_alloc_buffer",
+            "some_data",
+            "page_pool_alloc_pages",
+        ];
         let s = Symbols::parse(
             "ffffffff81000000 T _stext\n\
              ffffffff81a00000 t page_pool_refill_alloc_cache\n\
+             ffffffff81b00000 t not_asked_for\n\
              ffffffffc0000000 t gve_alloc_buffer\t[gve]\n\
              ffffffff82000000 D some_data\n",
+            &wanted,
         );
         assert!(s.contains("page_pool_refill_alloc_cache"));
         assert!(s.contains("gve_alloc_buffer"));
         assert!(!s.contains("some_data"));
+        assert!(
+            !s.contains("not_asked_for"),
+            "only the names asked for are kept"
+        );
+        // A symbol not asked for still ends the one before it.
+        assert_eq!(s.size("page_pool_refill_alloc_cache"), Some(0x100000));
         assert_eq!(s.size("_stext"), Some(0xa00000));
         assert_eq!(
             s.size("gve_alloc_buffer"),
             None,
             "last symbol: no next address"
         );
-        let hidden = Symbols::parse("0000000000000000 T page_pool_alloc_pages\n");
+        let hidden = Symbols::parse("0000000000000000 T page_pool_alloc_pages\n", &wanted);
         assert!(hidden.contains("page_pool_alloc_pages"));
         assert_eq!(hidden.size("page_pool_alloc_pages"), None);
     }

@@ -396,6 +396,17 @@ pub(super) fn programs_of(def: &HookDef) -> Vec<&'static str> {
     progs
 }
 
+/// Every kernel function a hook may attach to or check (symbols and wrappers, whatever the
+/// backend): what kallsyms is read for.
+pub(super) fn kernel_functions() -> Vec<&'static str> {
+    HOOKS
+        .iter()
+        .filter_map(|def| def.kprobe.as_ref())
+        .flat_map(|k| k.symbols.iter().chain(k.wrappers))
+        .copied()
+        .collect()
+}
+
 /// Every program a hook may attach, whatever the backend.
 pub(super) fn all_programs(def: &HookDef) -> Vec<&'static str> {
     let mut progs = programs_of(def);

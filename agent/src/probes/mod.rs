@@ -16,7 +16,7 @@ use std::{
     sync::Mutex,
 };
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 use aya::{programs::Program, Btf, Ebpf, EbpfLoader};
 use ppscope_common::ProbeConfig;
 
@@ -152,8 +152,16 @@ impl Probes {
         }
         // kallsyms is read while BTF is parsed and the programs load: each is a large part of
         // the start-up under the VM lab's emulated CPUs, and neither needs the other.
-        let symbols = std::thread::spawn(Symbols::load);
+        let symbols = std::thread::spawn(|| Symbols::load(&hooks::kernel_functions()));
+        // aya's loader reads and parses the kernel's BTF for itself when it is made (it has no
+        // way to be handed ours): made on a thread meanwhile, that parse is off the critical
+        // path (a sixth of a second under the VM lab's emulated CPUs).
+        let loader = std::thread::spawn(EbpfLoader::new);
         let (btf, aya_btf) = kernel_btf()?;
+        // The drop reasons and the functions the hooks may check the arity of, in one pass.
+        let mut names = hooks::kernel_functions();
+        names.push("skb_drop_reason");
+        btf.look_up(&names);
         let (mut offsets, mut fields) = btf.kernel_offsets();
         if let Ok(gve) = KernelBtf::load_module(&btf, "gve") {
             let (o, f) = gve.gve_offsets();
@@ -172,9 +180,9 @@ impl Probes {
                 .map_or(u32::MAX, |(v, _)| *v),
         };
         let mut ebpf = {
-            let mut loader = EbpfLoader::new();
-            // The kernel BTF already parsed, not a second read and parse of its own.
-            loader.btf(aya_btf.as_ref());
+            let mut loader = loader
+                .join()
+                .map_err(|_| anyhow!("preparing the eBPF loader panicked"))?;
             loader.override_global("PPSCOPE_CONFIG", &config, true);
             for name in PER_POOL_MAPS {
                 loader.map_max_entries(name, opts.map_capacity);
@@ -257,7 +265,7 @@ impl Probes {
             if now == before {
                 continue;
             }
-            let ctx = match (Symbols::load(), kernel_btf()) {
+            let ctx = match (Symbols::load(&hooks::kernel_functions()), kernel_btf()) {
                 (Ok(symbols), Ok((btf, aya_btf))) => AttachContext {
                     symbols,
                     btf,
@@ -311,19 +319,21 @@ impl Probes {
     }
 }
 
-/// vmlinux BTF read once, parsed for the offsets (btf-rs) and for aya (loading, and the
-/// fentry/fexit attach targets; None when aya cannot parse it: fentry is then refused). The
-/// two parses run side by side: each is a large part of the start-up under the VM lab's
-/// emulated CPUs, and neither needs the other.
+/// vmlinux BTF for the offsets (btf-rs) and for aya (loading, and the fentry/fexit attach
+/// targets; None when aya cannot parse it: fentry is then refused), side by side: each was a
+/// large part of the start-up under the VM lab's emulated CPUs, and neither needs the other.
 fn kernel_btf() -> Result<(KernelBtf, Option<Btf>)> {
-    let bytes = btf::read(Path::new(VMLINUX_BTF))?;
+    let path = Path::new(VMLINUX_BTF);
     let (ours, aya_btf) = std::thread::scope(|s| {
-        let aya_btf = s.spawn(|| Btf::parse(&bytes, aya::Endianness::default()).ok());
-        let ours = KernelBtf::from_bytes(&bytes);
+        let aya_btf = s.spawn(|| {
+            btf::read(path)
+                .ok()
+                .and_then(|bytes| Btf::parse(&bytes, aya::Endianness::default()).ok())
+        });
+        let ours = KernelBtf::vmlinux(path);
         (ours, aya_btf.join().ok().flatten())
     });
-    let ours = ours.with_context(|| format!("the kernel's BTF at {VMLINUX_BTF} does not parse"))?;
-    Ok((ours, aya_btf))
+    Ok((ours?, aya_btf))
 }
 
 /// "alloc, refill, … (fentry: the kernel refuses …; kprobe: no kprobes)": the hooks, then each

@@ -72,35 +72,40 @@ pub(crate) fn read_identity(pool: u64, cfg: &ProbeConfig) -> PoolIdentity {
 /// interface renamed, or a pool freed and a new one (another device's) born at its address.
 /// Rare events (pages entering the pool, refills) compare the device and its name with what
 /// was recorded and read the whole identity again when they differ, so names follow within
-/// one rare event.
+/// one rare event. A pool with no identity yet gets it here too: the programs that call this
+/// count through [`hot_unnamed`], which leaves the identity to it (one copy of the identity
+/// read per program: the verifier's time at start-up grows with each).
 #[inline(always)]
 pub(crate) fn refresh_device(pool: u64) {
-    let Some(id) = POOL_IDENTITY.get_ptr_mut(pool) else {
-        return;
-    };
-    // SAFETY: a value of the shared identity map; a concurrent refresh writes the same facts.
-    let id = unsafe { &mut *id };
     let cfg = config();
     let o = &cfg.offsets;
-    let Some(netdev) = pool_netdev(pool, o) else {
-        return;
+    let stale = match POOL_IDENTITY.get_ptr_mut(pool) {
+        None => true,
+        Some(id) => {
+            // SAFETY: a value of the shared identity map; a concurrent refresh writes the
+            // same facts.
+            let id = unsafe { &mut *id };
+            let Some(netdev) = pool_netdev(pool, o) else {
+                return;
+            };
+            // Compared as two words: no memcmp in BPF.
+            let Some(name) = read_field::<[u64; 2]>(netdev, o.netdev_name) else {
+                return;
+            };
+            // SAFETY: [u8; 16] and [u64; 2] have the same size; any bit pattern is valid for
+            // both.
+            let recorded: [u64; 2] = unsafe { core::mem::transmute(id.ifname) };
+            if id.netdev == netdev && (recorded[0] != name[0] || recorded[1] != name[1]) {
+                // SAFETY: as above.
+                id.ifname = unsafe { core::mem::transmute::<[u64; 2], [u8; 16]>(name) };
+                id.known |= PoolIdentity::KNOWN_IFNAME;
+            }
+            // Another device: another pool at this address; everything is read again.
+            id.netdev != netdev
+        }
     };
-    // Compared as two words: no memcmp in BPF.
-    let Some(name) = read_field::<[u64; 2]>(netdev, o.netdev_name) else {
-        return;
-    };
-    // SAFETY: [u8; 16] and [u64; 2] have the same size; any bit pattern is valid for both.
-    let recorded: [u64; 2] = unsafe { core::mem::transmute(id.ifname) };
-    if id.netdev == netdev && recorded[0] == name[0] && recorded[1] == name[1] {
-        return;
-    }
-    if id.netdev != netdev {
-        // Another device: another pool at this address; everything is read again.
-        *id = read_identity(pool, &cfg);
-    } else {
-        // SAFETY: as above.
-        id.ifname = unsafe { core::mem::transmute::<[u64; 2], [u8; 16]>(name) };
-        id.known |= PoolIdentity::KNOWN_IFNAME;
+    if stale {
+        let _ = POOL_IDENTITY.insert(pool, read_identity(pool, &cfg), 0);
     }
 }
 
@@ -115,6 +120,12 @@ pub(crate) fn touch_counters(pool: u64) {
 /// The counters of `pool` on this CPU, created (and the pool's identity read) on first sight.
 #[inline(always)]
 pub(crate) fn counters(pool: u64) -> Option<&'static mut PoolHot> {
+    counters_named::<true>(pool)
+}
+
+/// [`counters`], reading the identity on first sight only when `NAMED`.
+#[inline(always)]
+fn counters_named<const NAMED: bool>(pool: u64) -> Option<&'static mut PoolHot> {
     if pool == 0 {
         return None;
     }
@@ -131,7 +142,9 @@ pub(crate) fn counters(pool: u64) -> Option<&'static mut PoolHot> {
             return None;
         }
     }
-    record_identity(pool, &cfg);
+    if NAMED {
+        record_identity(pool, &cfg);
+    }
     insert_counters(pool)
 }
 
@@ -172,12 +185,24 @@ pub(crate) enum Hot {
 /// programs.
 #[inline(always)]
 pub(crate) fn hot(pool: u64) -> Option<Hot> {
+    hot_named::<true>(pool)
+}
+
+/// [`hot`] for a program that calls [`refresh_device`] on a pool's first event: the identity
+/// is left to it.
+#[inline(always)]
+pub(crate) fn hot_unnamed(pool: u64) -> Option<Hot> {
+    hot_named::<false>(pool)
+}
+
+#[inline(always)]
+fn hot_named<const NAMED: bool>(pool: u64) -> Option<Hot> {
     // SAFETY: this CPU's element of a per-CPU array; see above for nesting.
     let s = unsafe { &mut *HOT_SLOT.get_ptr_mut(0)? };
     if s.pool == pool && pool != 0 {
         return Some(Hot::Slot(s));
     }
-    let c = counters(pool)?;
+    let c = counters_named::<NAMED>(pool)?;
     if s.seq_end != s.seq {
         return Some(Hot::Entry(c));
     }
@@ -268,8 +293,11 @@ fn switch_slot(s: &mut HotSlot, pool: u64, new: &mut PoolHot) {
 /// Adds one to a per-page count of `pool` on this CPU (see [`hot`]); evaluates to the count
 /// after the add (0 for an untracked pool).
 macro_rules! count_page {
-    ($pool:expr, $field:ident) => {{
-        match $crate::pool::hot($pool) {
+    ($pool:expr, $field:ident) => {
+        $crate::pool::count_page!($crate::pool::hot, $pool, $field)
+    };
+    ($hot:path, $pool:expr, $field:ident) => {{
+        match $hot($pool) {
             Some($crate::pool::Hot::Slot(s)) => {
                 s.$field += 1;
                 s.$field

@@ -20,7 +20,8 @@ fn on_hold(pool: u64) {
     // Pages enter a pool by the thousand under churn: the device is checked on the first page
     // of a pool since this CPU's slot took it and every 64th after (at every page it tripled
     // this program's cost; BENCHMARKS.md), still within one slow-path batch of a new pool.
-    if count_page!(pool, hold_pages) % 64 == 1 {
+    // The first also reads a new pool's identity (`hot_unnamed`).
+    if count_page!(crate::pool::hot_unnamed, pool, hold_pages) % 64 == 1 {
         refresh_device(pool);
         touch_counters(pool);
     }

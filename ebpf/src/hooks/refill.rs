@@ -14,35 +14,29 @@ use crate::{
     config,
     frames::{close_frame, open_frame},
     kmem::{arg, PoolRead, Probed, Typed},
-    pool::{file, hot, record_state, refresh_device, touch_counters, Hist, Hot},
+    pool::{file, hot_unnamed, record_state, refresh_device, touch_counters, Hist, Hot},
 };
 
-/// Counts one refill in `$c` (the CPU's slot or the pool's entry: both have the fields).
+/// Counts one refill in `$c` (the CPU's slot or the pool's entry: both have the fields), and
+/// evaluates to the refills counted there and the empty-ring run the refill ended (0: none).
+/// Counting only: what is done with the two is done once, after (the program is inlined into
+/// both arms of the match; the device check in both made it the largest program, and the
+/// verifier's time at start-up grows with that).
 macro_rules! count_refill {
-    ($c:expr, $pool:expr, $rare:expr, $got:expr, $left:expr) => {{
+    ($c:expr, $got:expr, $left:expr) => {{
         let c = $c;
         c.refill_calls += 1;
-        // The device (renamed, or another pool at this address) is checked on this slot's
-        // first refill of the pool and every 64th after, as `page_hold` does per page: at
-        // every refill it was about a third of the program's reads (BENCHMARKS.md).
-        if c.refill_calls % 64 == 1 {
-            refresh_device($pool);
-            touch_counters($pool);
-        }
+        let mut ended = 0;
         if $got == 0 {
             c.refill_empty += 1;
             c.empty_run += 1;
         } else {
-            // The run of empty refills ends: filed in the record `record_state` looked up.
-            if c.empty_run > 0 {
-                if let Some(r) = $rare {
-                    file(r, Hist::EmptyRun, c.empty_run);
-                }
-                c.empty_run = 0;
-            }
+            ended = c.empty_run;
+            c.empty_run = 0;
             // The refill moved `count + 1` pages: the cache now holds `count`, one returned.
             c.refill_pages += $left + 1;
         }
+        (c.refill_calls, ended)
     }};
 }
 
@@ -57,10 +51,24 @@ fn on_refill_exit<R: PoolRead>(pool: u64, got: u64) {
     } else {
         R::field::<u32>(pool, config().offsets.pool_alloc_count).unwrap_or(0) as u64
     };
-    match hot(pool) {
-        Some(Hot::Slot(s)) => count_refill!(s, pool, rare, got, left),
-        Some(Hot::Entry(c)) => count_refill!(c, pool, rare, got, left),
-        None => {}
+    let (calls, ended_run) = match hot_unnamed(pool) {
+        Some(Hot::Slot(s)) => count_refill!(s, got, left),
+        Some(Hot::Entry(c)) => count_refill!(c, got, left),
+        None => return,
+    };
+    // The run of empty refills ended: filed in the record `record_state` looked up.
+    if ended_run > 0 {
+        if let Some(r) = rare {
+            file(r, Hist::EmptyRun, ended_run);
+        }
+    }
+    // The device (renamed, or another pool at this address) is checked on this slot's first
+    // refill of the pool and every 64th after, as `page_hold` does per page: at every refill
+    // it was about a third of the program's reads (BENCHMARKS.md). The first also reads a new
+    // pool's identity (`hot_unnamed`).
+    if calls % 64 == 1 {
+        refresh_device(pool);
+        touch_counters(pool);
     }
 }
 

@@ -703,16 +703,33 @@ fn vm_advice_for_a_starved_virtio_pool_holds_when_applied() {
         );
     }
 
-    // Apply the advice: boot the lab with the advised vring and run the same workload.
-    let (diag_after, _, output_after) = bursty_run(size as u16, 0);
-    let pool_size = pools_named(&diag_after, "vnet1")[0]["pool_size"].as_u64();
-    assert_eq!(
-        pool_size,
-        Some(size),
-        "the new vring built a new pool:\n{output_after}"
+    // Apply the advice: boot the lab with the advised vring and run the same workload. The
+    // same workload at the same size measured anywhere from 0.44 to 0.73 recycled under TCG
+    // from one boot to the next (2026-12-01), so each size is measured twice, alternating,
+    // and the means compared: one pair of single runs once measured the advised ring below
+    // the starved one (0.730 → 0.637) while the next two pairs gained 26 and 29 points.
+    let mut after_runs = Vec::new();
+    let mut before_runs = vec![before];
+    for round in 0..2 {
+        if round == 1 {
+            let (diag_again, _, _) = bursty_run(256, 0);
+            before_runs.push(measured_recycled(&diag_again));
+        }
+        let (diag_after, _, output_after) = bursty_run(size as u16, 0);
+        let pool_size = pools_named(&diag_after, "vnet1")[0]["pool_size"].as_u64();
+        assert_eq!(
+            pool_size,
+            Some(size),
+            "the new vring built a new pool:\n{output_after}"
+        );
+        after_runs.push(measured_recycled(&diag_after));
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let (before, after) = (mean(&before_runs), mean(&after_runs));
+    eprintln!(
+        "recycled per page: 256 → {before_runs:.3?} measured (mean {before:.3}); {size} → \
+         {predicted:.3} predicted, {after_runs:.3?} measured (mean {after:.3})"
     );
-    let after = measured_recycled(&diag_after);
-    eprintln!("recycled per page: 256 → {before:.3} measured; {size} → {predicted:.3} predicted, {after:.3} measured");
     assert!(
         after > before,
         "growing the ring must help: {before:.3} → {after:.3}"

@@ -171,6 +171,30 @@ pub struct PoolProfile {
     pub measured: ProfileCounters,
 }
 
+impl PoolProfile {
+    /// A pool's profile of `steps`, each `step_ns` long (at least 1 ns).
+    pub(crate) fn new(
+        pool: u64,
+        identity: Option<PoolIdentity>,
+        basis: ProfileBasis,
+        step_ns: u64,
+        steps: Vec<Step>,
+        measured: ProfileCounters,
+    ) -> Self {
+        Self {
+            pool,
+            identity,
+            basis,
+            profile: Profile {
+                step_ns: step_ns.max(1),
+                steps,
+                provider: identity.is_some_and(|i| i.has_memory_provider != 0),
+            },
+            measured,
+        }
+    }
+}
+
 /// One step between counters `a` and the later `b`, on `basis`.
 fn step_of(a: &ProfileCounters, b: &ProfileCounters, basis: ProfileBasis) -> Step {
     step_of_delta(&b.since(a), a.ring_fill, basis)
@@ -246,17 +270,9 @@ pub fn profiles(samples: &[RawSample], basis: ProfileBasis) -> Vec<PoolProfile> 
             if !measured.moved(basis) {
                 return None;
             }
-            Some(PoolProfile {
-                pool: addr,
-                identity: p.identity,
-                basis,
-                profile: Profile {
-                    step_ns: step_ns.max(1),
-                    steps,
-                    provider: p.identity.is_some_and(|i| i.has_memory_provider != 0),
-                },
-                measured,
-            })
+            Some(PoolProfile::new(
+                addr, p.identity, basis, step_ns, steps, measured,
+            ))
         })
         .collect();
     sort_profiles(&mut out, basis);

@@ -31,7 +31,7 @@ use ppscope_common::PoolIdentity;
 use super::{
     pools::advise_profiles,
     profile::{sort_profiles, step_of_delta, PoolProfile, ProfileCounters, PROFILE_FIELDS},
-    simulator::{Profile, Step},
+    simulator::Step,
 };
 use crate::{
     model::{ByAddr, Coverage, RawSample},
@@ -298,17 +298,9 @@ impl AdviceWindow {
                     steps.push(step_of_delta(&d, fill, basis));
                     fill = d.ring_fill;
                 }
-                Some(PoolProfile {
-                    pool: addr,
-                    identity: t.identity,
-                    basis,
-                    profile: Profile {
-                        step_ns: step_ns.max(1),
-                        steps,
-                        provider: t.identity.is_some_and(|i| i.has_memory_provider != 0),
-                    },
-                    measured,
-                })
+                Some(PoolProfile::new(
+                    addr, t.identity, basis, step_ns, steps, measured,
+                ))
             })
             .collect();
         sort_profiles(&mut out, basis);

@@ -107,7 +107,10 @@ const AGENT_WHY: &str = "\
   previous collection's two, kept for a remote dashboard's interval, and the one being read:
   ~1.4 KB a pool each, a kilobyte of it histograms) and the snapshot a scrape assembles. The
   fix: histograms shared between samples while they do not change (most pools' rare events do
-  not move every second), and read only for pools whose rare events moved.
+  not move every second), and read only for pools whose rare events moved. Where the hooks
+  make a profile (fentry or kprobe kernels, not this host) the advice window adds a minute of
+  steps per pool: kept since 2026-12-01 as 32-bit deltas, 64 bytes a pool a step instead of
+  158 (37 MiB at 10,000 pools instead of 96; `cargo test -p ppscope-agent --lib window`).
 ";
 
 /// Why the body misses its target, and what would fix it (from reading the programs and the
@@ -153,27 +156,32 @@ const PROBE_COST_WHY: &str = "\
   kept) priced its parts under TCG, each a whole program a run: three typed reads 0.5 µs, the
   slot 1.1 µs, the hash lookup 0.8 µs, the lookup and one atomic add 2.3 µs, the empty program
   0.6 µs, `fx_refill` 5.2 µs; the same operations on this host's real CPU are the
-  `page_release` row above (tens of ns over the empty program). The fix that would
-  remove most of it under emulation as on hardware: the fill histogram counted in the CPU's
-  slot and folded on a switch like the counts (no atomic add and no lookup per refill), which
-  needs the agent's reading rule (`hot_slot.rs`) to cover a second map.
+  `page_release` row above (tens of ns over the empty program). Since then the allocation
+  side's histograms (the ring's fill at refills and slow paths, the slow path's latency)
+  take plain adds: a pool's allocation side runs in one context at a time, its NAPI, as the
+  kernel's own allocation stats assume, so the atomic add, the largest part priced, is gone
+  from the refill (releases, on any CPU, file their fill in a histogram of their own,
+  atomically). The pool's lookup stays: the ring's state is one gauge per pool, and the
+  advice reads it at every sample. What the table above shows of light is this body.
 ";
 
-/// Why start-up misses in the VM lab (measured with timers around each phase in the guest).
+/// Where start-up goes in the VM lab (measured with timers around each phase in the guest).
 const STARTUP_WHY: &str = "\
-- **Why start-up misses in the VM lab, and what would fix it.** Already done: vmlinux BTF
-  read once and parsed from memory (btf-rs's file reader made ~130,000 `lseek` calls), aya's
-  attach parse sharing those bytes, kallsyms read on a thread meanwhile, and per-page programs
-  half their former size (fe_alloc 1,758 → 970 instructions). Timers around each phase in
-  the guest (an instrumented build, not kept) then showed: btf-rs's parse 0.5–0.6 s (it
-  indexes every type), aya's object load 0.4 s, then 0.15–0.25 s per hook, nearly all of it
-  in the kernel: `BPF_PROG_LOAD` (the verifier) and attach took 1.8 s of the kprobe run's
-  1.9 s of hooks. Since then hooks are attached on up to one thread per CPU (the kernel
-  verifies a privileged loader's programs in parallel; the lab's guests have two CPUs), and
-  `--detail light` verifies six hooks fewer (the per-page ones, `napi_poll`, `page_return`).
-  The fix for what is left: fewer and smaller programs (the identity read is inlined into
-  every program that may see a pool first) and a BTF reader that indexes only the structs it
-  reads.
+- **Where start-up goes in the VM lab, and what would shorten it.** Timers around each phase
+  in the guest (an instrumented release build, not kept; 2026-12-01) first showed, under
+  `--detail light`: btf-rs parsing and indexing all ~130,000 BTF types 0.49 s, aya's loader
+  parsing the same BTF again for itself 0.15 s, kallsyms 0.72 s on a thread (0.34 s of it the
+  kernel writing the file, the rest a string per symbol), then the hooks 1.0 s, nearly all
+  of it the kernel verifying and attaching, on one thread per CPU (two in the lab), with
+  `fx_refill` alone 1 s. Done since: vmlinux BTF mapped where the kernel allows it (6.16 and
+  later) and its types found by name in one pass (15 ms); aya's loader made on a thread;
+  kallsyms keeping only the functions the hooks name; the refill's device check written once
+  (`fx_refill` 3,018 → 1,986 instructions, verified in 0.25 s instead of 0.55–1 s) and one
+  copy of the identity read per program. The first hook now starts 0.45 s after exec,
+  bounded by kallsyms; the rest is the verifier, so what would shorten it further is fewer
+  and smaller programs (the identity read is still inlined into every program that may see a
+  pool first: a BPF global function would be verified once) and the symbols read only by the
+  hooks that need them (tracepoints could attach while kallsyms is read).
 ";
 
 fn cmd(prog: &str, args: &[&str]) -> String {

@@ -37,22 +37,24 @@ impl Probes {
                 entry.counters.add_hot(c);
             }
         }
-        for (pool, r) in all::<u64, PoolRare>(map("POOL_RARE")?)? {
+        // Kept for the pools the counters know, as they are read (a pool's record is 1.3 KB:
+        // a copy of the whole map at 10,000 pools was the agent's largest allocation).
+        each::<u64, PoolRare>(map("POOL_RARE")?, |pool, r| {
             if let Some(entry) = pools.get_mut(&pool) {
                 entry.counters.set_hists(&r);
                 entry.state = (r.state.known != 0).then_some(r.state);
             }
-        }
-        for (pool, id) in all::<u64, PoolIdentity>(map("POOL_IDENTITY")?)? {
+        })?;
+        each::<u64, PoolIdentity>(map("POOL_IDENTITY")?, |pool, id| {
             if let Some(entry) = pools.get_mut(&pool) {
                 entry.identity = Some(id);
             }
-        }
-        for (pool, queue) in all::<u64, u32>(map("GVE_POOL_QUEUE")?)? {
+        })?;
+        each::<u64, u32>(map("GVE_POOL_QUEUE")?, |pool, queue| {
             if let Some(entry) = pools.get_mut(&pool) {
                 entry.gve_queue = Some(queue);
             }
-        }
+        })?;
         let site_stats: PerCpuArray<_, SiteStats> = PerCpuArray::try_from(map("SITE_STATS")?)?;
         let mut sites = [SiteStats::default(); site_stat::COUNT as usize];
         for (i, slot) in sites.iter_mut().enumerate() {
@@ -205,6 +207,17 @@ fn all<K: Pod, V: Pod>(map: &Map) -> Result<Vec<(K, V)>> {
         return Ok(rows);
     }
     Ok(typed.iter().filter_map(|item| item.ok()).collect())
+}
+
+/// Calls `f` with every entry of a hash map, as [`all`] reads them, without keeping them.
+fn each<K: Pod, V: Pod>(map: &Map, mut f: impl FnMut(K, V)) -> Result<()> {
+    let typed: BpfHashMap<_, K, V> = BpfHashMap::try_from(map)?;
+    if !batch::for_each::<K, V>(typed.map(), &mut f)? {
+        for (k, v) in typed.iter().filter_map(|item| item.ok()) {
+            f(k, v);
+        }
+    }
+    Ok(())
 }
 
 /// Every entry of a per-CPU hash map, one value per possible CPU, as [`all`] reads them.

@@ -4,7 +4,7 @@
 //! Why not the samples: a full [`RawSample`] carries every pool's four 32-bucket histograms
 //! (about 1.3 KiB a pool): kept for 61 steps that was ~320 MiB with the pool map full (4,096
 //! pools). Slimmed to the twelve counters a burst profile reads, in one hash table per sample,
-//! it was still 158 bytes a pool a step: 96 MiB at 10,000 pools, most of the agent's memory
+//! it was still 158 bytes a pool a step: 92 MiB at 10,000 pools, most of the agent's memory
 //! (BENCHMARKS.md). A profile reads each pool's steps in order and the counters' sum over the
 //! window, never a pool's absolute counters in the middle: so each pool keeps its steps'
 //! deltas, packed in 32 bits ([`PackedStep`], 56 bytes a step; a delta that does not fit is
@@ -78,11 +78,13 @@ struct Track {
 impl Track {
     /// A pool first seen in sample `n`: it starts from zero at `n - 1`, or at `n` itself when
     /// `n` is the window's first sample (there is no step before).
-    fn new(n: u64, first_of_window: bool, c: ProfileCounters, capacity: usize) -> Self {
+    fn new(n: u64, first_of_window: bool, c: ProfileCounters) -> Self {
         let mut t = Self {
             start: n,
             first_fill: c.ring_fill,
-            steps: VecDeque::with_capacity(capacity),
+            // Grown as steps come, not a minute's room up front: a pool seen once (pools
+            // created and torn down, each at a new address) would hold 3.4 KB until forgotten.
+            steps: VecDeque::new(),
             wide: VecDeque::new(),
             seen: n,
             newest: c,
@@ -199,6 +201,11 @@ impl AdviceWindow {
             let first = self.first();
             // A pool in none of the window's samples is forgotten: back, it is a new one.
             self.tracks.retain(|_, t| t.seen >= first);
+            // The table does not shrink by itself: after a minute of many short-lived pools
+            // it would keep their room for good.
+            if self.tracks.capacity() > 4 * self.tracks.len().max(64) {
+                self.tracks.shrink_to(2 * self.tracks.len());
+            }
             for t in self.tracks.values_mut() {
                 while t.start < first && !t.steps.is_empty() {
                     t.pop();
@@ -214,7 +221,7 @@ impl AdviceWindow {
 
     /// Adds the newest sample's step to every pool in it.
     fn take(&mut self, sample: &RawSample, first_of_window: bool) {
-        let (n, capacity) = (self.newest, self.capacity);
+        let n = self.newest;
         for (addr, p) in &sample.pools {
             let c = ProfileCounters::from(p);
             let t = match self.tracks.get_mut(addr) {
@@ -225,7 +232,7 @@ impl AdviceWindow {
                 None => self
                     .tracks
                     .entry(*addr)
-                    .or_insert_with(|| Track::new(n, first_of_window, c, capacity)),
+                    .or_insert_with(|| Track::new(n, first_of_window, c)),
             };
             t.identity = p.identity;
         }
@@ -541,5 +548,54 @@ mod tests {
         // counters and identity over 61 steps): 72 bytes at most. A hash table per sample of
         // the twelve counters was 158.
         assert!(per_pool_step <= 72.0, "{per_pool_step} B per pool per step");
+    }
+
+    #[test]
+    fn pools_seen_once_cost_their_one_step_not_a_minute() {
+        // Pools created and torn down at every sample, each at a new address (the map full of
+        // them): each is kept until the window forgets it, a minute later.
+        let pools = ppscope_common::MAX_POOLS as u64;
+        let one = samples(pools, 2);
+        let sample = |i: u64| {
+            let mut s = RawSample::empty(one[1].at + Duration::from_secs(i));
+            s.pools = one[1]
+                .pools
+                .iter()
+                .map(|(addr, p)| (addr + (i << 32), p.clone()))
+                .collect();
+            s
+        };
+        let mut window = AdviceWindow::new(LIVE_SAMPLES, &sample(0));
+        for i in 1..LIVE_SAMPLES as u64 + 2 {
+            window.push(&sample(i));
+        }
+        let tracks = window.tracks.len();
+        assert_eq!(
+            tracks,
+            pools as usize * LIVE_SAMPLES,
+            "a minute of pools kept"
+        );
+        let per_track = window.heap_bytes() as f64 / tracks as f64;
+        eprintln!("{tracks} pools seen once: {per_track:.0} B each");
+        // The table entry (the pool's newest counters and identity) and a few steps' room,
+        // not 61 steps' (3.4 KB).
+        let entry = std::mem::size_of::<(u64, Track)>() as f64;
+        assert!(
+            per_track <= 2.0 * entry + 4.0 * std::mem::size_of::<PackedStep>() as f64 + 8.0,
+            "{per_track} B per pool seen once (an entry is {entry} B)"
+        );
+        // They gone for a minute, the window gives their room back.
+        let steady = samples(16, LIVE_SAMPLES as u64 + 2);
+        for s in &steady {
+            let mut s = s.clone();
+            s.at = one[1].at + Duration::from_secs(LIVE_SAMPLES as u64 + 2) + (s.at - steady[0].at);
+            window.push(&s);
+        }
+        assert_eq!(window.tracks.len(), 16);
+        assert!(
+            window.heap_bytes() < 1 << 20,
+            "{} bytes kept for 16 pools after the short-lived ones left",
+            window.heap_bytes()
+        );
     }
 }

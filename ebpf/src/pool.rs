@@ -392,8 +392,9 @@ pub(crate) enum Hist {
 #[inline(always)]
 pub(crate) fn rare(pool: u64) -> Option<&'static mut PoolRare> {
     if let Some(r) = POOL_RARE.get_ptr_mut(pool) {
-        // SAFETY: a map value lives as long as the program runs; every writer adds to the
-        // histograms atomically, and the state is a gauge (see `record_state`).
+        // SAFETY: a map value lives as long as the program runs; a histogram is added to
+        // plainly only by its pool's one allocating context and atomically by everyone else,
+        // never both in one word (see `Hist`), and the state is a gauge (see `record_state`).
         return Some(unsafe { &mut *r });
     }
     let zero = ZERO_RARE.get_ptr(0)?;

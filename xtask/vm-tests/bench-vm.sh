@@ -66,10 +66,11 @@ start_tool() { # config -> 0 when running (or nothing to run)
         funclatency) funclatency -d 3600 __page_pool_alloc_netmems_slow >/tmp/tool.log 2>&1 &
             TOOL=$!
             # Its "Tracing…" line sits in a stdio buffer until exit: wait for its programs
-            # to be loaded instead, seen in its own fds (the guest may have no bpftool: the
-            # lab copies it only where the host has it).
+            # to be attached instead, a BPF link seen in its own fds (a program fd alone may
+            # be libbpf's feature probe; the guest may have no bpftool: the lab copies it only
+            # where the host has it).
             i=0
-            until grep -qs '^prog_type' /proc/"$TOOL"/fdinfo/*; do
+            until grep -qs '^link_type' /proc/"$TOOL"/fdinfo/*; do
                 i=$((i + 1))
                 if [ "$i" -gt 600 ] || ! kill -0 "$TOOL" 2>/dev/null; then
                     echo "tool-error funclatency $(tr '\n' ' ' </tmp/tool.log | cut -c1-300)"

@@ -116,9 +116,14 @@ impl KernelBtf {
         let Ok(re) = regex::Regex::new(&format!("^(?:{})$", alternatives.join("|"))) else {
             return;
         };
+        // A pass that fails stores nothing: each name is then looked up alone when asked
+        // (stored empty, a name would stay unknown for good).
+        let Ok(types) = self.btf.resolve_types_by_regex(&re) else {
+            return;
+        };
         let mut found: HashMap<String, Vec<Type>> =
             names.iter().map(|n| (n.to_string(), Vec::new())).collect();
-        for ty in self.btf.resolve_types_by_regex(&re).unwrap_or_default() {
+        for ty in types {
             let name = ty
                 .as_btf_type()
                 .and_then(|t| self.btf.resolve_name(t).ok())
@@ -282,7 +287,8 @@ impl KernelBtf {
 
     /// Resolves every offset the programs use. Never fails: unknown fields stay unknown.
     pub fn kernel_offsets(&self) -> (KernelOffsets, Vec<ResolvedField>) {
-        // The structs below, in one pass (a struct missing here is still looked up alone).
+        // The structs below, in one pass (a struct not in it, or all of them when the pass
+        // fails, is still looked up alone).
         self.look_up(&[
             "page_pool",
             "napi_struct",

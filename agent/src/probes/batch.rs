@@ -224,7 +224,10 @@ mod tests {
             .expect("this kernel batches LRU hashes");
         let mut streamed = Vec::new();
         assert!(for_each::<u64, [u64; 2]>(h.map(), |k, v| streamed.push((k, v))).unwrap());
-        assert_eq!(streamed, batched, "a batch at a time, the same entries in the same order");
+        assert_eq!(
+            streamed, batched,
+            "a batch at a time, the same entries in the same order"
+        );
         let mut walked: Vec<(u64, [u64; 2])> = h.iter().map(Result::unwrap).collect();
         batched.sort();
         walked.sort();

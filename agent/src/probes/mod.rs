@@ -153,9 +153,11 @@ impl Probes {
         // kallsyms is read while BTF is parsed and the programs load: each is a large part of
         // the start-up under the VM lab's emulated CPUs, and neither needs the other.
         let symbols = std::thread::spawn(|| Symbols::load(&hooks::kernel_functions()));
-        // aya's loader reads and parses the kernel's BTF for itself when it is made (it has no
-        // way to be handed ours): made on a thread meanwhile, that parse is off the critical
-        // path (a sixth of a second under the VM lab's emulated CPUs).
+        // aya 0.14's loader reads and parses the kernel's BTF for itself when it is made,
+        // before it could be handed one: made on a thread meanwhile, that parse is off the
+        // critical path (a sixth of a second under the VM lab's emulated CPUs). It is the
+        // second of the kernel's BTF aya parses (`kernel_btf` parses the one the fentry and
+        // tp_btf programs are resolved against): memory that is given back once attached.
         let loader = std::thread::spawn(EbpfLoader::new);
         let (btf, aya_btf) = kernel_btf()?;
         // The drop reasons and the functions the hooks may check the arity of, in one pass.

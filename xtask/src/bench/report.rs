@@ -93,7 +93,9 @@ pub const LIGHT_RATIO_TARGET: f64 = 0.25;
 /// Why the agent misses its 1,000-pool targets (from `agent/src/source/live.rs` and `agent/src/advice/` as of this suite).
 const AGENT_WHY: &str = "\
 - **Why the agent misses at 10,000 pools, and what would fix it.** Already done: maps read in
-  batches of 4,096 entries into one buffer per map (`agent/src/probes/batch.rs`), teardowns
+  batches of 4,096 entries, one batch in memory at a time and each entry kept as it is read
+  (`agent/src/probes/batch.rs`; the whole map's bytes beside the values made from them were
+  the peak until 2026-12-01), teardowns
   read in batches, the model's address-keyed maps on foldhash (`model::ByAddr`), pools sorted
   as indices, no advice window where the hooks cannot make a profile (this host: tracepoints
   only), advice every 5 s of window, every pool receiving (permanent neighbours, IPv6 off in
@@ -109,8 +111,8 @@ const AGENT_WHY: &str = "\
   fix: histograms shared between samples while they do not change (most pools' rare events do
   not move every second), and read only for pools whose rare events moved. Where the hooks
   make a profile (fentry or kprobe kernels, not this host) the advice window adds a minute of
-  steps per pool: kept since 2026-12-01 as 32-bit deltas, 64 bytes a pool a step instead of
-  158 (37 MiB at 10,000 pools instead of 96; `cargo test -p ppscope-agent --lib window`).
+  steps per pool: kept since 2026-12-01 as 32-bit deltas, 67 bytes a pool a step instead of
+  158 (39 MiB at 10,000 pools instead of 92; `cargo test -p ppscope-agent --lib window`).
 ";
 
 /// Why the body misses its target, and what would fix it (from reading the programs and the

@@ -4,10 +4,10 @@
 //! `fx_put_exit` alone (it sees the arguments), or kprobe `pp_put_entry` + kretprobe
 //! `pp_put_exit` (the entry keeps the arguments for the return).
 //!
-//! Where the page went is read from the kernel after the call: a page that left the pool (ring
-//! full, or not recyclable) no longer names it (the kernel clears `pp` before handing it
-//! back); one that stayed is on top of the alloc cache when it was recycled directly, else in
-//! the ring.
+//! Where the page went is read from the kernel after the call: a page on top of the alloc
+//! cache was recycled directly (the common case in a pool's own NAPI, told without reading the
+//! page); otherwise a page that left the pool (ring full, or not recyclable) no longer names it
+//! (the kernel clears `pp` before handing it back), and one that names it is in the ring.
 
 use aya_ebpf::{
     macros::{fexit, kprobe, kretprobe},
@@ -23,8 +23,9 @@ use crate::{
 };
 
 /// Direct recycling pushes the page on top of the alloc cache, and nothing can pop it before
-/// we look (the cache is only touched in this softirq context). A page sent to the ring
-/// cannot also be in the cache, so "top of cache == our page" is exact.
+/// we look (the cache is only touched in this softirq context). A page sent to the ring or
+/// handed back cannot also be in the cache (it would be a double free), so "top of cache ==
+/// our page" is exact, and says the page stayed.
 ///
 /// The cache's count is read as the program reads the pool (`R`); the slot, at an offset only
 /// known at run time, always through the helper (the verifier refuses a typed load there).
@@ -46,11 +47,14 @@ fn on_top_of_cache<R: PoolRead>(pool: u64, netmem: u64, o: &KernelOffsets) -> bo
 fn on_put_exit<R: PoolRead>(pool: u64, netmem: u64) {
     let cfg = config();
     let o = &cfg.offsets;
-    // Without `pp`'s offset nothing tells a page that left: counted as kept, and the agent
-    // shows ring_full as unknown (`Coverage::cache_layout`).
-    let kept =
-        o.page_pp == OFFSET_UNKNOWN || read_field::<u64>(netmem & !1, o.page_pp) == Some(pool);
-    let cached = kept && on_top_of_cache::<R>(pool, netmem, o);
+    // The cache first: a page on top of it stayed, and its `pp` need not be read (one helper
+    // call where there were two, on the path most recycles take). Without `pp`'s offset
+    // nothing tells a page that left: counted as kept, and the agent shows ring_full as
+    // unknown (`Coverage::cache_layout`).
+    let cached = on_top_of_cache::<R>(pool, netmem, o);
+    let kept = cached
+        || o.page_pp == OFFSET_UNKNOWN
+        || read_field::<u64>(netmem & !1, o.page_pp) == Some(pool);
     match hot(pool) {
         Some(Hot::Slot(s)) => {
             s.put_calls += 1;

@@ -21,6 +21,10 @@ CONFIGS=$(echo "$4" | tr , ' ')
 STARTUPS=${5:-3}
 OBJ=/lab/ppscope.o
 BT_SCRIPT=/tmp/pp.bt
+# No workload run may take more than this (a stuck one is a "nan" row, not a lost run). The
+# tools `timeout` runs are named by path: busybox runs its own applets first (its `ip` has no
+# netns).
+LIMIT=$((SECS * 5 + 60))
 
 has_phase() { case ",$PHASES," in *",$1,"*) return 0 ;; esac; return 1; }
 
@@ -47,9 +51,11 @@ XDP=$!
 poll_for /tmp/xdp.log attached 1200 || { echo "tool-error xdp $(cat /tmp/xdp.log)"; exit 1; }
 
 TOOL=""
+CURRENT=""
 FAILED=" "
 start_tool() { # config -> 0 when running (or nothing to run)
     TOOL=""
+    CURRENT=$1
     # A tool that could not start once is not retried every round (each try costs minutes).
     case "$FAILED" in *" $1 "*) return 1 ;; esac
     rm -f /tmp/tool.log
@@ -75,7 +81,7 @@ start_tool() { # config -> 0 when running (or nothing to run)
                 if [ "$i" -gt 600 ] || ! kill -0 "$TOOL" 2>/dev/null; then
                     echo "tool-error funclatency $(tr '\n' ' ' </tmp/tool.log | cut -c1-300)"
                     FAILED="$FAILED$1 "
-                    kill -INT "$TOOL" 2>/dev/null; wait "$TOOL" 2>/dev/null; TOOL=""
+                    stop_pid "$TOOL" "$1"; TOOL=""
                     return 1
                 fi
                 sleep 0.1
@@ -87,15 +93,33 @@ start_tool() { # config -> 0 when running (or nothing to run)
     if ! poll_for /tmp/tool.log "$pat" 1200 || ! kill -0 "$TOOL" 2>/dev/null; then
         echo "tool-error $1 $(tr '\n' ' ' </tmp/tool.log | cut -c1-300)"
         FAILED="$FAILED$1 "
-        kill -INT "$TOOL" 2>/dev/null; wait "$TOOL" 2>/dev/null
+        stop_pid "$TOOL" "$1"
         TOOL=""
         return 1
     fi
 }
+# SIGINT, then SIGKILL if the tool is still there after 30 s: an unbounded `wait` on a tool
+# that missed its SIGINT held a whole run until the lab's timeout (a full run lost at
+# funclatency's second round, 2026-12-02). A background job of a shell without job control
+# starts with SIGINT ignored, until the tool sets its own handler.
+stop_pid() { # pid config
+    kill -INT "$1" 2>/dev/null
+    i=0
+    # kill -0 also succeeds on a zombie: the state says whether it has exited.
+    while grep -qs '^State:[[:space:]]*[^Z]' /proc/"$1"/status; do
+        i=$((i + 1))
+        if [ "$i" -gt 300 ]; then
+            echo "tool-error $2 did not exit within 30 s of SIGINT: killed"
+            kill -KILL "$1" 2>/dev/null
+            break
+        fi
+        sleep 0.1
+    done
+    wait "$1" 2>/dev/null
+}
 stop_tool() {
     [ -n "$TOOL" ] || return 0
-    kill -INT "$TOOL" 2>/dev/null
-    wait "$TOOL" 2>/dev/null
+    stop_pid "$TOOL" "$CURRENT"
     TOOL=""
 }
 
@@ -109,15 +133,15 @@ run_workload() {
     set -- "$1" $(cpu_ticks)
     w=$1; b0=$2; t0=$3
     case $w in
-        virtio) mbps=$(ip netns exec ppa iperf3 -c 198.18.0.2 -t "$SECS" -f m 2>&1 |
+        virtio) mbps=$(timeout "$LIMIT" /usr/sbin/ip netns exec ppa iperf3 -c 198.18.0.2 -t "$SECS" -f m 2>&1 |
             awk '/receiver/ { for (i = 1; i < NF; i++) if ($(i+1) == "Mbits/sec") print $i }') ;;
-        veth) mbps=$(ip netns exec ppc iperf3 -c 198.18.1.2 -t "$SECS" -f m 2>&1 |
+        veth) mbps=$(timeout "$LIMIT" /usr/sbin/ip netns exec ppc iperf3 -c 198.18.1.2 -t "$SECS" -f m 2>&1 |
             awk '/receiver/ { for (i = 1; i < NF; i++) if ($(i+1) == "Mbits/sec") print $i }') ;;
         bursty)
-            ip netns exec ppb /lab/bursty recv 198.18.0.2:5301 "$SECS" 150 100 >/tmp/recv.txt 2>&1 &
+            timeout "$LIMIT" /usr/sbin/ip netns exec ppb /lab/bursty recv 198.18.0.2:5301 "$SECS" 150 100 >/tmp/recv.txt 2>&1 &
             rp=$!
             sleep 0.5
-            ip netns exec ppa /lab/bursty send 198.18.0.2:5301 "$SECS" >/dev/null 2>&1
+            timeout "$LIMIT" /usr/sbin/ip netns exec ppa /lab/bursty send 198.18.0.2:5301 "$SECS" >/dev/null 2>&1
             wait "$rp"
             mbps=$(awk -F= -v s="$SECS" '/bytes=/ { printf "%.1f", $2 * 8 / s / 1e6 }' /tmp/recv.txt) ;;
     esac
@@ -146,8 +170,8 @@ if has_phase floor; then
             /lab/bench-probe floor $OBJ "$floor" $((2 * SECS + 4)) >/tmp/floor.txt 2>&1 &
             F=$!
             poll_for /tmp/floor.txt floor-ready 1200 || true
-            ip netns exec ppa iperf3 -c 198.18.0.2 -t "$SECS" >/dev/null 2>&1
-            ip netns exec ppc iperf3 -c 198.18.1.2 -t "$SECS" >/dev/null 2>&1
+            timeout "$LIMIT" /usr/sbin/ip netns exec ppa iperf3 -c 198.18.0.2 -t "$SECS" >/dev/null 2>&1
+            timeout "$LIMIT" /usr/sbin/ip netns exec ppc iperf3 -c 198.18.1.2 -t "$SECS" >/dev/null 2>&1
             wait "$F"
             cat /tmp/floor.txt
             stop_tool

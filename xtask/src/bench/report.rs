@@ -130,9 +130,14 @@ const PROBE_COST_WHY: &str = "\
   (`kmem::Typed`: the verifier checks it against the kernel's BTF; the offset is a constant
   to it because it comes from the frozen read-only config, so no CO-RE is needed). Two reads
   still go through `bpf_probe_read_kernel`, a helper call each, the largest cost under TCG:
-  the page's `pp` (the page arrives as a `netmem_ref`, a plain integer to the verifier, which
-  refuses a load through it) and the cache's top slot (an index known only at run time: the
-  verifier refuses a typed load at a variable offset). The fix: tell where the page went
+  the cache's top slot (an index known only at run time: the verifier refuses a typed load at
+  a variable offset) and the page's `pp` (the page arrives as a `netmem_ref`, a plain integer
+  to the verifier, which refuses a load through it). Since 2026-12-02 the top slot is read
+  first and a page found there is not read at all (it stayed): a direct recycle in the pool's
+  NAPI (XDP drop or redirect) takes one helper call, not two. This benchmark's traffic
+  (TCP received through virtio-net and through veth with `XDP_PASS`) frees its pages from
+  the socket, into the ring, where both reads remain: its ratio did not move (3.26× against
+  3.33× the run before, within the noise). The fix: tell where the page went
   without reading the page (e.g. from the ring's producer index and the cache count read
   before and after, both typed, where the kernel's fexit sees both), or a `tp_btf` tracepoint
   that hands the page typed, where a kernel has one.
@@ -164,7 +169,12 @@ const PROBE_COST_WHY: &str = "\
   kernel's own allocation stats assume, so the atomic add, the largest part priced, is gone
   from the refill (releases, on any CPU, file their fill in a histogram of their own,
   atomically). The pool's lookup stays: the ring's state is one gauge per pool, and the
-  advice reads it at every sample. What the table above shows of light is this body.
+  advice reads it at every sample. What the table above shows of light is this body: in the
+  full run of 2026-12-02 (a different host, AMD instead of Intel, its emulated guest slower:
+  bpftrace's start took 1.8 s instead of 1.1) `fx_refill` was 71–88% of light's time, 17–23
+  µs a run against 1.1–1.5 µs for the empty fexit on the same refills (5.2 against 0.6 the
+  time it was priced), so the ratio doubled to 0.55×; no other program moved that way. The
+  refill's body is to be priced again on this host before the next change to it.
 ";
 
 /// Where start-up goes in the VM lab (measured with timers around each phase in the guest).

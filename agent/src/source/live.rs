@@ -229,9 +229,10 @@ impl Source for LiveSource {
             .module_note
             .as_ref()
             .map_or(String::new(), |n| format!("; {n}"));
+        // Not the kernel: the dashboard's header names it, and in a 120-column footer a
+        // longer kernel release pushed the hooks' backends off the end.
         format!(
-            "live {} (--detail {}, {attached}/{} hooks{note})",
-            self.probes.facts.kernel,
+            "live (--detail {}, {attached}/{} hooks{note})",
             self.probes.facts.detail.name(),
             hooks.len()
         )

@@ -4,7 +4,7 @@
 //! per map. aya 0.14 has no batch operations, so this is the one place ppscope calls `bpf(2)`
 //! itself, with aya-obj's generated `bpf_attr` (the kernel's own layout).
 //!
-//! [`entries`], [`for_each`] and [`per_cpu_entries`] say so (`None`, `false`) when the kernel
+//! [`for_each`] and [`per_cpu_entries`] say so (`None`, `false`) when the kernel
 //! does not do batches for the map (older kernels, `EINVAL`/`ENOTSUPP`): the caller then
 //! iterates as before. One batch's bytes are in memory at a time: the whole map's raw bytes
 //! beside the values made from them were the agent's peak memory at 10,000 pools (the pools'
@@ -75,13 +75,6 @@ impl<K: Copy, V: Copy> PerCpuRows<K, V> {
             .zip(self.values.chunks(self.cpus))
             .map(|(k, v)| (*k, v))
     }
-}
-
-/// Every (key, value) of a map with one value per key, or `None` when the kernel does not
-/// batch this map.
-pub fn entries<K: Pod, V: Pod>(map: &MapData) -> io::Result<Option<Vec<(K, V)>>> {
-    let mut rows = Vec::new();
-    Ok(for_each(map, |k, v| rows.push((k, v)))?.then_some(rows))
 }
 
 /// Calls `f` with every (key, value) of a map with one value per key, a batch at a time;
@@ -219,14 +212,10 @@ mod tests {
             }
         }
         let h: HashMap<_, u64, [u64; 2]> = HashMap::try_from(&map).unwrap();
-        let mut batched = entries::<u64, [u64; 2]>(h.map())
-            .unwrap()
-            .expect("this kernel batches LRU hashes");
-        let mut streamed = Vec::new();
-        assert!(for_each::<u64, [u64; 2]>(h.map(), |k, v| streamed.push((k, v))).unwrap());
-        assert_eq!(
-            streamed, batched,
-            "a batch at a time, the same entries in the same order"
+        let mut batched = Vec::new();
+        assert!(
+            for_each::<u64, [u64; 2]>(h.map(), |k, v| batched.push((k, v))).unwrap(),
+            "this kernel batches LRU hashes"
         );
         let mut walked: Vec<(u64, [u64; 2])> = h.iter().map(Result::unwrap).collect();
         batched.sort();
@@ -265,6 +254,8 @@ mod tests {
     fn an_empty_map_is_read_as_empty() {
         let map = Map::LruHashMap(create(BPF_MAP_TYPE_LRU_HASH as u32, 8, 8));
         let h: HashMap<_, u64, u64> = HashMap::try_from(&map).unwrap();
-        assert_eq!(entries::<u64, u64>(h.map()).unwrap(), Some(Vec::new()));
+        let mut read = Vec::new();
+        assert!(for_each::<u64, u64>(h.map(), |k, v| read.push((k, v))).unwrap());
+        assert_eq!(read, Vec::new());
     }
 }

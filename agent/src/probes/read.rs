@@ -202,11 +202,9 @@ fn settled_slots<S: hot_slot::Slot + Pod>(map: &Map) -> Result<Vec<Vec<S>>> {
 /// one. An entry evicted between the key and value lookups of the one-by-one walk is skipped,
 /// not fatal.
 fn all<K: Pod, V: Pod>(map: &Map) -> Result<Vec<(K, V)>> {
-    let typed: BpfHashMap<_, K, V> = BpfHashMap::try_from(map)?;
-    if let Some(rows) = batch::entries::<K, V>(typed.map())? {
-        return Ok(rows);
-    }
-    Ok(typed.iter().filter_map(|item| item.ok()).collect())
+    let mut rows = Vec::new();
+    each(map, |k, v| rows.push((k, v)))?;
+    Ok(rows)
 }
 
 /// Calls `f` with every entry of a hash map, as [`all`] reads them, without keeping them.

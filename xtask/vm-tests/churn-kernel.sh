@@ -14,10 +14,15 @@ set -eu
 BACKEND=$1
 CYCLES=$2
 GRACE=3
+echo "@@grace"; echo "$GRACE"
 
 # Sum of a metric's samples for one device (0 when none).
 total() { scrape | grep "^$1{" | grep "device=\"$2\"" | awk '{s += $NF} END {print s + 0}'; }
 series() { scrape | grep "^ppscope_page_pool_pages_allocated_total{" | grep -c "device=\"$1\"" || true; }
+# veth1's pools as the agent exports them (no histograms): what keeps them listed, if any.
+veth1_detail() {
+    scrape | grep 'device="veth1"' | grep -v -e _bucket -e _sum -e _count || true
+}
 self() { scrape | grep -E "^ppscope_(map_entries|map_capacity|collection_errors_total|collections_total|pools) "; }
 
 ip link set lo up
@@ -76,20 +81,30 @@ echo "@@renamed-pages-new"; total ppscope_page_pool_alloc_total vren1
 sleep $((GRACE + 2))
 echo "@@renamed-old"; series vnet1
 
-# 4. netns ppd deleted with veth1 and its pools inside: the name goes first; the namespace
-#    lives while the XDP holder is in it, and goes (with veth1 and its pools) when it exits.
+# 4. netns ppd deleted with veth1 and its pools inside. A namespace lives while any process is
+#    in it, so its processes (the iperf3 server and the XDP holder) go first, then its name:
+#    the namespace goes with veth1, and veth1's pool is destroyed.
 ip netns exec ppc iperf3 -c 198.18.1.2 -t 2 >/dev/null
 sleep 1
 echo "@@ns-before"; series veth1
-ip netns del ppd
-kill "$XDP"
+for pid in $(ip netns pids ppd); do kill "$pid" 2>/dev/null || true; done
 wait "$XDP" 2>/dev/null || true
-# The pool's last pages come home for a moment after the namespace goes, and the kernel
-# retries the pool's release every second until they have (each retry is a teardown attempt,
-# which keeps the pool listed): seen still shown 5 s and, once, 8 s after, gone by 12 s, with
-# a 3 s grace under TCG. Allow four grace periods.
-sleep $((GRACE * 4 + 2))
-echo "@@ns-after"; series veth1
+ip netns del ppd
+# The kernel destroys a pool only once its last pages have come home, and retries every
+# second until then (each retry is a teardown attempt: the pool rightly stays listed, with its
+# inflight pages), so no fixed wait is right: wait until it has left (at most a minute), keep
+# what the agent showed of it while listed, then check it stays gone. Seen gone after 5 s.
+GONE=none
+LISTED=""
+t=0
+while [ "$t" -lt 60 ]; do
+    sleep 1
+    t=$((t + 1))
+    if [ "$(series veth1)" -eq 0 ]; then GONE=$t; break; fi
+    LISTED=$(veth1_detail)
+done
+echo "@@ns-gone-after"; echo "$GONE"
+echo "@@ns-listed"; echo "$LISTED"
 sleep $((GRACE * 2 + 1))
 echo "@@ns-later"; series veth1
 

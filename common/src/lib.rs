@@ -192,6 +192,10 @@ pub struct PoolHot {
     /// The empty-ring run of this pool on this CPU parked here while the slot holds another
     /// pool (the slot takes it up again with the pool).
     pub empty_run: u64,
+    /// This pool's events on this CPU that pace its device check (see
+    /// [`HotSlot::paced_events`]), parked here while the slot holds another pool. Not a
+    /// count the agent reads.
+    pub paced_events: u64,
     /// Equal to `fold_head` when no fold is in progress.
     pub fold_tail: u64,
 }
@@ -231,6 +235,12 @@ pub struct HotSlot {
     /// The empty-ring run of this pool in progress on this CPU (parked in the pool's entry
     /// while the slot holds another pool).
     pub empty_run: u64,
+    /// Refills and pages entering the pool on this CPU: the pool's device is checked at the
+    /// first and every 64th after. It goes with the pool (parked in its entry at a switch, taken
+    /// up again with it): when it started again at every switch, a CPU whose NAPIs served two
+    /// pools in turn checked at nearly every switch, and the check was two fifths of the
+    /// refill program's time in the VM lab (BENCHMARKS.md). Not a count the agent reads.
+    pub paced_events: u64,
     /// Events of other pools seen while the slot held this one (not a count of any pool: it
     /// paces how often the slot changes hands).
     pub misses: u64,

@@ -218,6 +218,32 @@ fn hot_named<const NAMED: bool>(pool: u64) -> Option<Hot> {
     Some(Hot::Slot(s))
 }
 
+impl Hot {
+    /// Counts one event that paces the pool's device check (a refill, a page entering the
+    /// pool) and says whether the check is due: at the pool's first such event on this CPU
+    /// and every [`DEVICE_CHECK_EVERY`]th after, however often the slot changed hands
+    /// between (see `HotSlot::paced_events`).
+    #[inline(always)]
+    pub(crate) fn device_check_due(&mut self) -> bool {
+        let n = match self {
+            Hot::Slot(s) => {
+                s.paced_events += 1;
+                s.paced_events
+            }
+            Hot::Entry(c) => {
+                c.paced_events += 1;
+                c.paced_events
+            }
+        };
+        n % DEVICE_CHECK_EVERY == 1
+    }
+}
+
+/// A pool's paced events (see [`Hot::device_check_due`]) per device check: at every one, the
+/// check tripled the cost of a program that runs per page entering the pool (BENCHMARKS.md),
+/// and one in 64 still finds a new name within one slow-path batch of a new pool.
+pub(crate) const DEVICE_CHECK_EVERY: u64 = 64;
+
 /// Events of other keys after which a slot changes hands (`hot`, and the NAPI slots).
 pub(crate) const SWITCH_AFTER: u64 = 8;
 
@@ -262,6 +288,7 @@ fn switch_slot(s: &mut HotSlot, pool: u64, new: &mut PoolHot) {
         put!(c.refill_empty, c.refill_empty + s.refill_empty);
         put!(c.refill_pages, c.refill_pages + s.refill_pages);
         put!(c.empty_run, s.empty_run);
+        put!(c.paced_events, s.paced_events);
         parked = true;
         put!(c.fold_head, seq);
         put!(c.fold_tail, seq);
@@ -285,6 +312,7 @@ fn switch_slot(s: &mut HotSlot, pool: u64, new: &mut PoolHot) {
     put!(s.refill_pages, 0);
     put!(s.empty_run, new.empty_run);
     new.empty_run = 0;
+    put!(s.paced_events, new.paced_events);
     put!(s.pool, pool);
     put!(s.seq, seq + 2);
     put!(s.seq_end, seq + 2);
@@ -293,11 +321,8 @@ fn switch_slot(s: &mut HotSlot, pool: u64, new: &mut PoolHot) {
 /// Adds one to a per-page count of `pool` on this CPU (see [`hot`]); evaluates to the count
 /// after the add (0 for an untracked pool).
 macro_rules! count_page {
-    ($pool:expr, $field:ident) => {
-        $crate::pool::count_page!($crate::pool::hot, $pool, $field)
-    };
-    ($hot:path, $pool:expr, $field:ident) => {{
-        match $hot($pool) {
+    ($pool:expr, $field:ident) => {{
+        match $crate::pool::hot($pool) {
             Some($crate::pool::Hot::Slot(s)) => {
                 s.$field += 1;
                 s.$field

@@ -12,16 +12,23 @@ use aya_ebpf::{
 
 use crate::{
     kmem::arg,
-    pool::{count_page, refresh_device, touch_counters},
+    pool::{hot_unnamed, refresh_device, touch_counters, Hot},
 };
 
 #[inline(always)]
 fn on_hold(pool: u64) {
-    // Pages enter a pool by the thousand under churn: the device is checked on the first page
-    // of a pool since this CPU's slot took it and every 64th after (at every page it tripled
-    // this program's cost; BENCHMARKS.md), still within one slow-path batch of a new pool.
-    // The first also reads a new pool's identity (`hot_unnamed`).
-    if count_page!(crate::pool::hot_unnamed, pool, hold_pages) % 64 == 1 {
+    let Some(mut hot) = hot_unnamed(pool) else {
+        return;
+    };
+    match &mut hot {
+        Hot::Slot(s) => s.hold_pages += 1,
+        Hot::Entry(c) => c.hold_pages += 1,
+    }
+    // Pages enter a pool by the thousand under churn: the device is checked at the pool's
+    // first refill or page in on this CPU and every 64th after (`Hot::device_check_due`; at
+    // every page it tripled this program's cost), still within one slow-path batch of a new
+    // pool. The first also reads a new pool's identity (`hot_unnamed`).
+    if hot.device_check_due() {
         refresh_device(pool);
         touch_counters(pool);
     }

@@ -18,7 +18,7 @@ use crate::{
 };
 
 /// Counts one refill in `$c` (the CPU's slot or the pool's entry: both have the fields), and
-/// evaluates to the refills counted there and the empty-ring run the refill ended (0: none).
+/// evaluates to the empty-ring run the refill ended (0: none).
 /// Counting only: what is done with the two is done once, after (the program is inlined into
 /// both arms of the match; the device check in both made it the largest program, and the
 /// verifier's time at start-up grows with that).
@@ -36,7 +36,7 @@ macro_rules! count_refill {
             // The refill moved `count + 1` pages: the cache now holds `count`, one returned.
             c.refill_pages += $left + 1;
         }
-        (c.refill_calls, ended)
+        ended
     }};
 }
 
@@ -51,10 +51,12 @@ fn on_refill_exit<R: PoolRead>(pool: u64, got: u64) {
     } else {
         R::field::<u32>(pool, config().offsets.pool_alloc_count).unwrap_or(0) as u64
     };
-    let (calls, ended_run) = match hot_unnamed(pool) {
-        Some(Hot::Slot(s)) => count_refill!(s, got, left),
-        Some(Hot::Entry(c)) => count_refill!(c, got, left),
-        None => return,
+    let Some(mut hot) = hot_unnamed(pool) else {
+        return;
+    };
+    let ended_run = match &mut hot {
+        Hot::Slot(s) => count_refill!(s, got, left),
+        Hot::Entry(c) => count_refill!(c, got, left),
     };
     // The run of empty refills ended: filed in the record `record_state` looked up.
     if ended_run > 0 {
@@ -62,11 +64,11 @@ fn on_refill_exit<R: PoolRead>(pool: u64, got: u64) {
             file(r, Hist::EmptyRun, ended_run);
         }
     }
-    // The device (renamed, or another pool at this address) is checked on this slot's first
-    // refill of the pool and every 64th after, as `page_hold` does per page: at every refill
-    // it was about a third of the program's reads (BENCHMARKS.md). The first also reads a new
-    // pool's identity (`hot_unnamed`).
-    if calls % 64 == 1 {
+    // The device (renamed, or another pool at this address) is checked at the pool's first
+    // refill or page in on this CPU and every 64th after (`Hot::device_check_due`): at every
+    // refill it was about a third of the program's reads (BENCHMARKS.md). The first also reads
+    // a new pool's identity (`hot_unnamed`).
+    if hot.device_check_due() {
         refresh_device(pool);
         touch_counters(pool);
     }

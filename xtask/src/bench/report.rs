@@ -146,7 +146,7 @@ const PROBE_COST_WHY: &str = "\
   refuses fentry, not `tp_btf`): the pool arrives typed and the ring's state is plain loads;
   the ring's state, the fill histogram and the pool's counts are one hash lookup
   (`POOL_RARE`), an atomic add and the CPU's slot, against nothing for the empty program.
-  `page_hold` is the slot's count and, every 64th page, the device check. Rare while a pool
+  `page_hold` is the slot's count and, every 64th paced event, the device check. Rare while a pool
   is healthy, per page under ring-full churn. What is left is those few memory operations;
   the raw program (kernels that refuse `tp_btf`) reads each field through a helper.
 - `--detail light` attaches nothing per page, nothing per NAPI poll (`napi_poll` was two
@@ -169,12 +169,21 @@ const PROBE_COST_WHY: &str = "\
   kernel's own allocation stats assume, so the atomic add, the largest part priced, is gone
   from the refill (releases, on any CPU, file their fill in a histogram of their own,
   atomically). The pool's lookup stays: the ring's state is one gauge per pool, and the
-  advice reads it at every sample. What the table above shows of light is this body: in the
-  full run of 2026-12-02 (a different host, AMD instead of Intel, its emulated guest slower:
-  bpftrace's start took 1.8 s instead of 1.1) `fx_refill` was 71–88% of light's time, 17–23
-  µs a run against 1.1–1.5 µs for the empty fexit on the same refills (5.2 against 0.6 the
-  time it was priced), so the ratio doubled to 0.55×; no other program moved that way. The
-  refill's body is to be priced again on this host before the next change to it.
+  advice reads it at every sample. In the full run of 2026-12-02 (a different host, AMD
+  instead of Intel, its emulated guest slower: bpftrace's start took 1.8 s instead of 1.1)
+  `fx_refill` was 71–88% of light's time, 17–23 µs a run against 1.1–1.5 µs for the empty
+  fexit on the same refills, and the ratio doubled to 0.55×. Priced again on that host (quick
+  runs, one body changed at a time, not kept; light's ratio and `fx_refill`'s µs a run): the
+  whole body 0.58×, 19.0; without the device check 0.42×, 11.2; the slot's counts, the
+  pool's record looked up and its fill filed, no reads of the pool 0.32×, 7.7; the slot's
+  counts alone 0.29×, 5.2. Checking the device every 4,096th refill instead of every 64th
+  changed nothing (19.4): the check ran at nearly every slot switch, since its pace was the
+  slot's refill count, which starts again whenever the slot changes hands, and two pools
+  whose NAPIs share a CPU pass the slot back and forth every few refills. The pace is now a
+  count of the pool's refills and pages in on the CPU that moves with the pool across
+  switches (`HotSlot::paced_events`): 12.5 µs a run, 0.40×. What is left: the slot's
+  switches between those two pools (the slot alone is 4× the empty program), the record's
+  lookup, and the ring's reads (one through a helper when the refill emptied the ring).
 ";
 
 /// Where start-up goes in the VM lab (measured with timers around each phase in the guest).

@@ -267,6 +267,10 @@ pub(crate) use put;
 fn switch_slot(s: &mut HotSlot, pool: u64, new: &mut PoolHot) {
     let seq = s.seq;
     put!(s.seq_end, seq | 1);
+    // What the slot takes up from the new pool's entry is read first: making the old pool's
+    // entry again below may evict the new pool's from a full map and reuse its memory.
+    let (new_empty_run, new_paced_events) = (new.empty_run, new.paced_events);
+    new.empty_run = 0;
     let old = s.pool;
     let entry = match POOL_COUNTERS.get_ptr_mut(old) {
         // SAFETY: this CPU's value of the old pool's entry.
@@ -310,9 +314,8 @@ fn switch_slot(s: &mut HotSlot, pool: u64, new: &mut PoolHot) {
     put!(s.refill_calls, 0);
     put!(s.refill_empty, 0);
     put!(s.refill_pages, 0);
-    put!(s.empty_run, new.empty_run);
-    new.empty_run = 0;
-    put!(s.paced_events, new.paced_events);
+    put!(s.empty_run, new_empty_run);
+    put!(s.paced_events, new_paced_events);
     put!(s.pool, pool);
     put!(s.seq, seq + 2);
     put!(s.seq_end, seq + 2);

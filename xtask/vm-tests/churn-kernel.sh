@@ -18,7 +18,11 @@ echo "@@grace"; echo "$GRACE"
 
 # Sum of a metric's samples for one device (0 when none).
 total() { scrape | grep "^$1{" | grep "device=\"$2\"" | awk '{s += $NF} END {print s + 0}'; }
-series() { scrape | grep "^ppscope_page_pool_pages_allocated_total{" | grep -c "device=\"$1\"" || true; }
+# Pools with samples for one device ("unknown" when the agent did not answer: not 0).
+series() {
+    _metrics=$(scrape) || { echo unknown; return 0; }
+    printf "%s\n" "$_metrics" | grep "^ppscope_page_pool_pages_allocated_total{" | grep -c "device=\"$1\"" || true
+}
 # veth1's pools as the agent exports them (no histograms): what keeps them listed, if any.
 veth1_detail() {
     scrape | grep 'device="veth1"' | grep -v -e _bucket -e _sum -e _count || true
@@ -81,9 +85,9 @@ echo "@@renamed-pages-new"; total ppscope_page_pool_alloc_total vren1
 sleep $((GRACE + 2))
 echo "@@renamed-old"; series vnet1
 
-# 4. netns ppd deleted with veth1 and its pools inside. A namespace lives while any process is
-#    in it, so its processes (the iperf3 server and the XDP holder) go first, then its name:
-#    the namespace goes with veth1, and veth1's pool is destroyed.
+# 4. netns ppd deleted with veth1 inside. A namespace lives while any process is in it, so its
+#    processes go first: the XDP holder (its exit detaches XDP, and veth1's pool is destroyed)
+#    and the iperf3 server; then its name, and the namespace goes with veth1.
 ip netns exec ppc iperf3 -c 198.18.1.2 -t 2 >/dev/null
 sleep 1
 echo "@@ns-before"; series veth1
@@ -96,11 +100,10 @@ ip netns del ppd
 # what the agent showed of it while listed, then check it stays gone. Seen gone after 5 s.
 GONE=none
 LISTED=""
-t=0
-while [ "$t" -lt 60 ]; do
+T0=$(date +%s)
+while [ $(($(date +%s) - T0)) -lt 60 ]; do
     sleep 1
-    t=$((t + 1))
-    if [ "$(series veth1)" -eq 0 ]; then GONE=$t; break; fi
+    if [ "$(series veth1)" = 0 ]; then GONE=$(($(date +%s) - T0)); break; fi
     LISTED=$(veth1_detail)
 done
 echo "@@ns-gone-after"; echo "$GONE"

@@ -19,9 +19,9 @@ use crate::{
 
 /// Counts one refill in `$c` (the CPU's slot or the pool's entry: both have the fields), and
 /// evaluates to the empty-ring run the refill ended (0: none).
-/// Counting only: what is done with the two is done once, after (the program is inlined into
-/// both arms of the match; the device check in both made it the largest program, and the
-/// verifier's time at start-up grows with that).
+/// Counting only: what is done with the run and the device check is done once, after (the
+/// program is inlined into both arms of the match; the device check in both made it the
+/// largest program, and the verifier's time at start-up grows with that).
 macro_rules! count_refill {
     ($c:expr, $got:expr, $left:expr) => {{
         let c = $c;

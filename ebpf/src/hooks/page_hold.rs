@@ -28,7 +28,7 @@ fn on_hold(pool: u64) {
     // first refill or page in on this CPU and every 64th after (`Hot::device_check_due`; at
     // every page it tripled this program's cost), still within one slow-path batch of a new
     // pool. The first also reads a new pool's identity (`hot_unnamed`).
-    if hot.device_check_due() {
+    if hot.device_check_due(1) {
         refresh_device(pool);
         touch_counters(pool);
     }

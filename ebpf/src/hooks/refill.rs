@@ -14,7 +14,9 @@ use crate::{
     config,
     frames::{close_frame, open_frame},
     kmem::{arg, PoolRead, Probed, Typed},
-    pool::{file, hot_unnamed, record_state, refresh_device, touch_counters, Hist, Hot},
+    pool::{
+        file, hot_unnamed, record_state, refresh_device, touch_counters, Hist, Hot, REFILL_WEIGHT,
+    },
 };
 
 /// Counts one refill in `$c` (the CPU's slot or the pool's entry: both have the fields), and
@@ -65,10 +67,10 @@ fn on_refill_exit<R: PoolRead>(pool: u64, got: u64) {
         }
     }
     // The device (renamed, or another pool at this address) is checked at the pool's first
-    // refill or page in on this CPU and every 64th after (`Hot::device_check_due`): at every
-    // refill it was about a third of the program's reads (BENCHMARKS.md). The first also reads
-    // a new pool's identity (`hot_unnamed`).
-    if hot.device_check_due() {
+    // refill or page in on this CPU and every 8th refill after (`Hot::device_check_due`): at
+    // every refill it was about a third of the program's reads (BENCHMARKS.md). The first also
+    // reads a new pool's identity (`hot_unnamed`).
+    if hot.device_check_due(REFILL_WEIGHT) {
         refresh_device(pool);
         touch_counters(pool);
     }

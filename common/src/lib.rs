@@ -235,11 +235,12 @@ pub struct HotSlot {
     /// The empty-ring run of this pool in progress on this CPU (parked in the pool's entry
     /// while the slot holds another pool).
     pub empty_run: u64,
-    /// Refills and pages entering the pool on this CPU: the pool's device is checked at the
-    /// first and every 64th after. It goes with the pool (parked in its entry at a switch, taken
-    /// up again with it): when it started again at every switch, a CPU whose NAPIs served two
-    /// pools in turn checked at nearly every switch, and the check was two fifths of the
-    /// refill program's time in the VM lab (BENCHMARKS.md). Not a count the agent reads.
+    /// Refills (eight each) and pages entering the pool on this CPU: the pool's device is
+    /// checked at the first and at every multiple of 64 crossed (ebpf `Hot::device_check_due`).
+    /// It goes with the pool (parked in its entry at a switch, taken up again with it): when
+    /// it started again at every switch, a CPU whose NAPIs served two pools in turn checked
+    /// at nearly every switch, and the check was two fifths of the refill program's time in
+    /// the VM lab (BENCHMARKS.md). Not a count the agent reads.
     pub paced_events: u64,
     /// Events of other pools seen while the slot held this one (not a count of any pool: it
     /// paces how often the slot changes hands).

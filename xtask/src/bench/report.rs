@@ -187,6 +187,14 @@ const PROBE_COST_WHY: &str = "\
   Handing the slot over only after eight events of other pools in a row, none of its own
   between (so it stays with the busier of two pools), was tried: 14.3 µs a run in a quick
   run, no better (the other pool then pays a lookup at every event); not kept.
+  After the full run above, a CI run showed the price of checking rarely: a renamed virtio
+  NIC's pool, refilling rarely, still showed its old name after 3 s of TCP. A refill now
+  weighs 8 paced events (the check at every 8th refill, every 64th page in as before), and a
+  quick run then gave 21.5 µs a run, 0.66×: the check itself (helper reads of the device and
+  its name, an identity lookup), rare code under TCG, is the cost, and so the figures above
+  are not this tree's light. What would remove it: learn of a rename or a new device at a
+  pool's address from an event (the kernel's netdev notifications, which the agent could
+  follow for every namespace it can enter) instead of polling from the refill.
 ";
 
 /// Where start-up goes in the VM lab (measured with timers around each phase in the guest).

@@ -88,6 +88,14 @@ echo "@@renamed-old"; series vnet1
 # 4. netns ppd deleted with veth1 inside. A namespace lives while any process is in it, so its
 #    processes go first: the XDP holder (its exit detaches XDP, and veth1's pool is destroyed)
 #    and the iperf3 server; then its name, and the namespace goes with veth1.
+#    veth1 goes down and up first, for a new pool: traffic through a pool that already holds
+#    its pages may cycle them through its alloc cache (TCP frees them in softirq on the NAPI's
+#    CPU), which --detail light does not see, and a pool that does not move for the grace
+#    leaves the metrics (a CI run saw no series before); a new pool's first pages come from
+#    the slow path, which light counts.
+ip -n ppd link set veth1 down
+ip -n ppd link set veth1 up
+sleep 1
 ip netns exec ppc iperf3 -c 198.18.1.2 -t 2 >/dev/null
 sleep 1
 echo "@@ns-before"; series veth1

@@ -196,6 +196,9 @@ pub struct PoolHot {
     /// [`HotSlot::paced_events`]), parked here while the slot holds another pool. Not a
     /// count the agent reads.
     pub paced_events: u64,
+    /// When this pool's device was last checked on this CPU (see
+    /// [`HotSlot::device_checked_ns`]), parked here with `paced_events`.
+    pub device_checked_ns: u64,
     /// Equal to `fold_head` when no fold is in progress.
     pub fold_tail: u64,
 }
@@ -235,13 +238,18 @@ pub struct HotSlot {
     /// The empty-ring run of this pool in progress on this CPU (parked in the pool's entry
     /// while the slot holds another pool).
     pub empty_run: u64,
-    /// Refills (eight each) and pages entering the pool on this CPU: the pool's device is
-    /// checked at the first and at every multiple of 64 crossed (ebpf `Hot::device_check_due`).
+    /// Refills (eight each) and pages entering the pool on this CPU: at the first and at every
+    /// multiple of 64 crossed, the pool's device check is considered, and made when a second
+    /// has passed since the last (`device_checked_ns`; ebpf `Hot::device_check_due`).
     /// It goes with the pool (parked in its entry at a switch, taken up again with it): when
     /// it started again at every switch, a CPU whose NAPIs served two pools in turn checked
     /// at nearly every switch, and the check was two fifths of the refill program's time in
     /// the VM lab (BENCHMARKS.md). Not a count the agent reads.
     pub paced_events: u64,
+    /// When the pool's device was last checked on this CPU (`bpf_ktime_get_ns`; 0: never):
+    /// the check is made at most once a second per pool and CPU, whatever the event rate.
+    /// Goes with the pool like `paced_events`. Not a figure the agent reads.
+    pub device_checked_ns: u64,
     /// Events of other pools seen while the slot held this one (not a count of any pool: it
     /// paces how often the slot changes hands).
     pub misses: u64,
@@ -423,6 +431,10 @@ impl PoolIdentity {
     pub const KNOWN_ORDER: u32 = 1 << 5;
     pub const KNOWN_MEMORY_PROVIDER: u32 = 1 << 6;
     pub const KNOWN_IFNAME: u32 = 1 << 7;
+    /// Not a known field: the pool at this address was destroyed (its last release attempt
+    /// found no page out), so the next device check reads the whole identity again: a new
+    /// pool born at the address on the same device has its own netlink id, sizes and queue.
+    pub const FREED: u32 = 1 << 8;
 
     pub const EMPTY: Self = Self {
         netdev: 0,

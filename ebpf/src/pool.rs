@@ -4,7 +4,7 @@ use ppscope_common::{HotSlot, PoolHot, PoolIdentity, PoolRare, PoolState, ProbeC
 
 use crate::{
     config,
-    kmem::{driver_name, log2_bucket, pool_netdev, read_field, PoolRead},
+    kmem::{driver_name, log2_bucket, now_ns, pool_netdev, read_field, PoolRead},
     maps::{
         HOT_SLOT, POOL_COUNTERS, POOL_IDENTITY, POOL_INSERTS, POOL_RARE, SITE_STATS, ZERO_COUNTERS,
         ZERO_RARE,
@@ -69,12 +69,15 @@ pub(crate) fn read_identity(pool: u64, cfg: &ProbeConfig) -> PoolIdentity {
 }
 
 /// The identity is read once per pool address, but a pool's device can change under it: an
-/// interface renamed, or a pool freed and a new one (another device's) born at its address.
-/// Rare events (pages entering the pool, refills) compare the device and its name with what
-/// was recorded and read the whole identity again when they differ, so names follow within
-/// one rare event. A pool with no identity yet gets it here too: the programs that call this
-/// count through [`hot_unnamed`], which leaves the identity to it (one copy of the identity
-/// read per program: the verifier's time at start-up grows with each).
+/// interface renamed, or a pool freed and a new one (another device's, or the same device's
+/// next) born at its address. Rare events (pages entering the pool, refills) compare the
+/// device and its name with what was recorded, at most once a second per pool and CPU
+/// ([`Hot::device_check_due`]), and read the whole identity again when the device differs or
+/// the pool at the address was freed (`PoolIdentity::FREED`, set by `pool_release`), so names
+/// follow within about a second of traffic. A pool with no identity yet gets it here too:
+/// the programs that call this count through [`hot_unnamed`], which leaves the identity to
+/// it (one copy of the identity read per program: the verifier's time at start-up grows
+/// with each).
 #[inline(always)]
 pub(crate) fn refresh_device(pool: u64) {
     let cfg = config();
@@ -100,8 +103,9 @@ pub(crate) fn refresh_device(pool: u64) {
                 id.ifname = unsafe { core::mem::transmute::<[u64; 2], [u8; 16]>(name) };
                 id.known |= PoolIdentity::KNOWN_IFNAME;
             }
-            // Another device: another pool at this address; everything is read again.
-            id.netdev != netdev
+            // Another device, or the pool here was freed: another pool at this address;
+            // everything is read again.
+            id.netdev != netdev || id.known & PoolIdentity::FREED != 0
         }
     };
     if stale {
@@ -111,7 +115,8 @@ pub(crate) fn refresh_device(pool: u64) {
 
 /// Marks the pool's entry recently used. While the CPU's slot holds a pool nothing else looks
 /// its entry up, and the LRU would take the busiest pool for the coldest when the map is full:
-/// the slot's users call this every 64th event.
+/// the slot's users call this now and then (the allocation every 64th page, refill and
+/// `page_hold` with their device check, at least once a second while the pool moves).
 #[inline(always)]
 pub(crate) fn touch_counters(pool: u64) {
     let _ = POOL_COUNTERS.get_ptr_mut(pool);
@@ -221,31 +226,47 @@ fn hot_named<const NAMED: bool>(pool: u64) -> Option<Hot> {
 impl Hot {
     /// Counts one event that paces the pool's device check, of `weight` paced events (a page
     /// entering the pool is one, a refill [`REFILL_WEIGHT`]), and says whether the check is
-    /// due: at the pool's first such event on this CPU and whenever the count crosses a
-    /// multiple of [`DEVICE_CHECK_EVERY`], however often the slot changed hands between (see
-    /// `HotSlot::paced_events`).
+    /// due: at the pool's first such event on this CPU, and when the count crosses a multiple
+    /// of [`DEVICE_CHECK_EVERY`] (however often the slot changed hands between: see
+    /// `HotSlot::paced_events`) once [`DEVICE_CHECK_INTERVAL_NS`] has passed since the last
+    /// check. The count keeps the clock off most events; the clock keeps the check (helper
+    /// reads of the device and its name, an identity lookup) to once a second however busy
+    /// the pool: at every 8th refill it was most of light's cost in the VM lab
+    /// (BENCHMARKS.md).
     #[inline(always)]
     pub(crate) fn device_check_due(&mut self, weight: u64) -> bool {
-        let paced = match self {
-            Hot::Slot(s) => &mut s.paced_events,
-            Hot::Entry(c) => &mut c.paced_events,
+        let (paced, checked) = match self {
+            Hot::Slot(s) => (&mut s.paced_events, &mut s.device_checked_ns),
+            Hot::Entry(c) => (&mut c.paced_events, &mut c.device_checked_ns),
         };
         let before = *paced;
         *paced = before + weight;
-        before % DEVICE_CHECK_EVERY < weight
+        if before % DEVICE_CHECK_EVERY >= weight {
+            return false;
+        }
+        let now = now_ns();
+        if before != 0 && now.wrapping_sub(*checked) < DEVICE_CHECK_INTERVAL_NS {
+            return false;
+        }
+        *checked = now;
+        true
     }
 }
 
-/// A pool's paced events (see [`Hot::device_check_due`]) per device check: at every page in,
-/// the check tripled the cost of a program that runs per page entering the pool
-/// (BENCHMARKS.md), and one in 64 still finds a new name within one slow-path batch.
+/// A pool's paced events (see [`Hot::device_check_due`]) per look at the clock: at every
+/// page in, the device check tripled the cost of a program that runs per page entering the
+/// pool (BENCHMARKS.md).
 pub(crate) const DEVICE_CHECK_EVERY: u64 = 64;
 
-/// A refill's weight in paced events: the check at every 8th refill. A refill brings up to
-/// 64 pages, and a quiet pool refills rarely: at every 64th, a renamed virtio NIC's pool
+/// A refill's weight in paced events: the clock read at every 8th refill. A refill brings up
+/// to 64 pages, and a quiet pool refills rarely: at every 64th, a renamed virtio NIC's pool
 /// still showed its old name after 3 s of TCP in the VM lab (a CI run of
 /// `vm_reliability_kernel_changes_while_the_agent_is_attached`).
 pub(crate) const REFILL_WEIGHT: u64 = 8;
+
+/// The least time between two device checks of a pool on a CPU: a rename shows within about
+/// this long of the pool's traffic, as fast as the agent's default interval collects it.
+pub(crate) const DEVICE_CHECK_INTERVAL_NS: u64 = 1_000_000_000;
 
 /// Events of other keys after which a slot changes hands (`hot`, and the NAPI slots).
 pub(crate) const SWITCH_AFTER: u64 = 8;
@@ -272,7 +293,8 @@ fn switch_slot(s: &mut HotSlot, pool: u64, new: &mut PoolHot) {
     put!(s.seq_end, seq | 1);
     // What the slot takes up from the new pool's entry is read first: making the old pool's
     // entry again below may evict the new pool's from a full map and reuse its memory.
-    let (new_empty_run, new_paced_events) = (new.empty_run, new.paced_events);
+    let (new_empty_run, new_paced_events, new_checked_ns) =
+        (new.empty_run, new.paced_events, new.device_checked_ns);
     new.empty_run = 0;
     let old = s.pool;
     let entry = match POOL_COUNTERS.get_ptr_mut(old) {
@@ -296,6 +318,7 @@ fn switch_slot(s: &mut HotSlot, pool: u64, new: &mut PoolHot) {
         put!(c.refill_pages, c.refill_pages + s.refill_pages);
         put!(c.empty_run, s.empty_run);
         put!(c.paced_events, s.paced_events);
+        put!(c.device_checked_ns, s.device_checked_ns);
         parked = true;
         put!(c.fold_head, seq);
         put!(c.fold_tail, seq);
@@ -319,6 +342,7 @@ fn switch_slot(s: &mut HotSlot, pool: u64, new: &mut PoolHot) {
     put!(s.refill_pages, 0);
     put!(s.empty_run, new_empty_run);
     put!(s.paced_events, new_paced_events);
+    put!(s.device_checked_ns, new_checked_ns);
     put!(s.pool, pool);
     put!(s.seq, seq + 2);
     put!(s.seq_end, seq + 2);

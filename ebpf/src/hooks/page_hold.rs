@@ -25,9 +25,9 @@ fn on_hold(pool: u64) {
         Hot::Entry(c) => c.hold_pages += 1,
     }
     // Pages enter a pool by the thousand under churn: the device is checked at the pool's
-    // first refill or page in on this CPU and every 64th after (`Hot::device_check_due`; at
-    // every page it tripled this program's cost), still within one slow-path batch of a new
-    // pool. The first also reads a new pool's identity (`hot_unnamed`).
+    // first refill or page in on this CPU and at most once a second after, the clock read at
+    // every 64th page in (`Hot::device_check_due`; a check at every page tripled this
+    // program's cost). The first also reads a new pool's identity (`hot_unnamed`).
     if hot.device_check_due(1) {
         refresh_device(pool);
         touch_counters(pool);

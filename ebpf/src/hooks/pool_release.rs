@@ -2,19 +2,32 @@
 //!
 //! Raw tracepoint `page_pool:page_pool_release` (`tp_pool_release`). The kernel fires it at
 //! each attempt to release a destroyed pool: once from `page_pool_destroy`, then every second
-//! from the deferred retry while pages are inflight. Rare: nothing on the page path.
+//! from the deferred retry while pages are inflight. Rare: nothing on the page path. The
+//! attempt that finds no page out frees the pool: its identity is marked
+//! `PoolIdentity::FREED`, so a new pool born at the address is read again
+//! (`pool::refresh_device`) instead of keeping the old pool's netlink id and sizes, and the
+//! next attempt at the address starts a new count.
 
 use aya_ebpf::{macros::raw_tracepoint, programs::RawTracePointContext};
-use ppscope_common::PoolTeardown;
+use ppscope_common::{PoolIdentity, PoolTeardown};
 
-use crate::maps::POOL_TEARDOWN;
+use crate::maps::{POOL_IDENTITY, POOL_TEARDOWN};
 
 #[inline(always)]
 fn on_pool_release(pool: u64, inflight: i64) {
+    // `page_pool_release` frees the pool right after the attempt that finds none inflight.
+    if inflight == 0 {
+        if let Some(id) = POOL_IDENTITY.get_ptr_mut(pool) {
+            // SAFETY: a value of the shared identity map; a racing refresh reads it again.
+            unsafe { (*id).known |= PoolIdentity::FREED };
+        }
+    }
     if let Some(t) = POOL_TEARDOWN.get_ptr_mut(pool) {
         // SAFETY: this pool's entry; the kernel releases one pool from one place at a time.
         let t = unsafe { &mut *t };
-        t.attempts += 1;
+        // An entry whose last attempt found no page out is a freed pool's: this attempt is
+        // the first of a new pool born at the address (counting on summed both pools').
+        t.attempts = if t.inflight == 0 { 1 } else { t.attempts + 1 };
         t.inflight = inflight;
         return;
     }

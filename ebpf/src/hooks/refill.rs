@@ -67,9 +67,10 @@ fn on_refill_exit<R: PoolRead>(pool: u64, got: u64) {
         }
     }
     // The device (renamed, or another pool at this address) is checked at the pool's first
-    // refill or page in on this CPU and every 8th refill after (`Hot::device_check_due`): at
-    // every refill it was about a third of the program's reads (BENCHMARKS.md). The first also
-    // reads a new pool's identity (`hot_unnamed`).
+    // refill or page in on this CPU and at most once a second after (`Hot::device_check_due`,
+    // which reads the clock at every 8th refill): at every refill it was about a third of the
+    // program's reads, at every 8th most of its time under TCG (BENCHMARKS.md). The first
+    // also reads a new pool's identity (`hot_unnamed`).
     if hot.device_check_due(REFILL_WEIGHT) {
         refresh_device(pool);
         touch_counters(pool);

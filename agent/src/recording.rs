@@ -121,7 +121,7 @@ impl Frame {
             .iter()
             .map(|(addr, p)| RecordedPool {
                 pool: *addr,
-                counters: p.counters,
+                counters: p.full_counters(),
                 identity: p.identity,
                 gve_queue: p.gve_queue,
                 state: p.state,
@@ -158,10 +158,10 @@ impl Frame {
             s.pools.insert(
                 p.pool,
                 RawPool {
-                    counters: p.counters,
                     identity: p.identity,
                     gve_queue: p.gve_queue,
                     state: p.state,
+                    ..RawPool::from_counters(p.counters)
                 },
             );
         }

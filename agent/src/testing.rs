@@ -44,10 +44,8 @@ pub fn one_pool_sample(
     s.pools.insert(
         addr,
         RawPool {
-            counters,
             identity: Some(identity),
-            gve_queue: None,
-            state: None,
+            ..RawPool::from_counters(counters)
         },
     );
     s

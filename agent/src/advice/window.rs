@@ -378,9 +378,8 @@ mod tests {
                     s.pools.insert(
                         0xff00 + pool,
                         RawPool {
-                            counters: *c,
                             identity: Some(id),
-                            ..Default::default()
+                            ..RawPool::from_counters(*c)
                         },
                     );
                 }

@@ -1,5 +1,9 @@
 //! Per-CPU sums and interval differences of the kernel-side counters.
+use std::sync::Arc;
+
 use ppscope_common::{PoolCounters, SiteStats, LATENCY_BUCKETS};
+
+use super::RawPool;
 
 /// `later - earlier` of one cumulative counter. One that went backwards restarted (its map
 /// entry was evicted and made again, or a new pool took the address): all it holds now is new,
@@ -37,6 +41,31 @@ pub fn delta(later: &PoolCounters, earlier: &PoolCounters) -> PoolCounters {
     }
     d.full_run = later.full_run;
     d.empty_run = later.empty_run;
+    d
+}
+
+/// `later - earlier` of one pool, its histograms included (see [`RawPool::hists`]): left at
+/// zero without a look when both samples share them.
+pub fn pool_delta(later: &RawPool, earlier: &RawPool) -> PoolCounters {
+    let mut d = delta(&later.counters, &earlier.counters);
+    if let Some(l) = &later.hists {
+        match &earlier.hists {
+            Some(e) if Arc::ptr_eq(l, e) => {}
+            e => {
+                let e = e.as_deref().copied().unwrap_or_default();
+                for (out, l, e) in [
+                    (&mut d.slow_hist, &l.slow, &e.slow),
+                    (&mut d.full_run_hist, &l.full_run, &e.full_run),
+                    (&mut d.empty_run_hist, &l.empty_run, &e.empty_run),
+                    (&mut d.fill_hist, &l.fill, &e.fill),
+                ] {
+                    for i in 0..LATENCY_BUCKETS {
+                        out[i] = since(l[i], e[i]);
+                    }
+                }
+            }
+        }
+    }
     d
 }
 

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use ppscope_common::{site_stat, PoolCounters};
 
 use super::{
-    counters::{delta, delta_site},
+    counters::{delta_site, pool_delta},
     devices::{device_views, unique_netdevs},
     pools::{apply_state, pool_view, teardown_view},
     ratio, RawPool, RawSample, SourceFacts,
@@ -26,7 +26,7 @@ pub fn snapshot(facts: &SourceFacts, earlier: &RawSample, later: &RawSample) -> 
         .filter_map(|addr| {
             let now = later.pools.get(addr).unwrap_or(&zero);
             let before = earlier.pools.get(addr).unwrap_or(&zero);
-            let d = delta(&now.counters, &before.counters);
+            let d = pool_delta(now, before);
             let teardown = cov
                 .teardown
                 .then(|| teardown_view(later.teardowns.get(addr), earlier.teardowns.get(addr)))

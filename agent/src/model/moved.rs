@@ -21,7 +21,7 @@ pub fn moved_pools(
     let mut moved = HashSet::new();
     for (addr, now) in &later.pools {
         let before = earlier.pools.get(addr);
-        if before.is_none_or(|b| b.counters != now.counters) {
+        if before.is_none_or(|b| b.counters != now.counters || b.hists != now.hists) {
             moved.insert(PoolKey::Addr(*addr));
         }
     }

@@ -1,10 +1,10 @@
 //! The model's input: cumulative counters of every pool and site at one instant, as the probes
 //! (or a recording, or a simulation) give them, and which hooks fed them.
-use std::{collections::HashMap, time::Instant};
+use std::{collections::HashMap, sync::Arc, time::Instant};
 
 use ppscope_common::{
-    site_stat, DeviceIdentity, DropKey, NapiCounters, PoolCounters, PoolIdentity, PoolState,
-    PoolTeardown, SiteStats,
+    site_stat, DeviceIdentity, DropKey, NapiCounters, PoolCounters, PoolIdentity, PoolRare,
+    PoolState, PoolTeardown, SiteStats, LATENCY_BUCKETS,
 };
 use serde::Serialize;
 
@@ -51,14 +51,78 @@ impl Coverage {
     }
 }
 
+/// One pool at one instant.
 #[derive(Debug, Clone, Default)]
 pub struct RawPool {
+    /// The pool's counts. Their histograms are not filled here (zero): they are `hists`.
     pub counters: PoolCounters,
+    /// The pool's histograms (None: all zero), shared with the samples before while they do
+    /// not change: they are most of a pool's kilobyte and move only with its rare events, and
+    /// the agent holds four samples at once (BENCHMARKS.md, the agent at 10,000 pools).
+    pub hists: Option<Arc<PoolHists>>,
     pub identity: Option<PoolIdentity>,
     /// The gve rx queue this pool serves, when gve's pool creation was seen.
     pub gve_queue: Option<u32>,
     /// Ring fill and inflight pages as of the pool's last rare event.
     pub state: Option<PoolState>,
+}
+
+impl RawPool {
+    /// A pool of these counts, histograms included (moved to `hists`).
+    pub fn from_counters(mut counters: PoolCounters) -> Self {
+        let hists = PoolHists::take(&mut counters);
+        Self {
+            counters,
+            hists: (hists != PoolHists::default()).then(|| Arc::new(hists)),
+            ..Self::default()
+        }
+    }
+
+    /// The counts with the histograms in them (what a recording keeps).
+    pub fn full_counters(&self) -> PoolCounters {
+        let mut c = self.counters;
+        if let Some(h) = &self.hists {
+            h.put(&mut c);
+        }
+        c
+    }
+}
+
+/// A pool's histograms, as [`PoolCounters`] holds them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolHists {
+    pub slow: [u64; LATENCY_BUCKETS],
+    pub full_run: [u64; LATENCY_BUCKETS],
+    pub empty_run: [u64; LATENCY_BUCKETS],
+    pub fill: [u64; LATENCY_BUCKETS],
+}
+
+impl PoolHists {
+    /// The histograms of a pool's rare-event record (`PoolCounters::set_hists`' rule).
+    pub fn of(rare: &PoolRare) -> Self {
+        let mut c = PoolCounters::default();
+        c.set_hists(rare);
+        Self::take(&mut c)
+    }
+
+    /// Moves the histograms out of `c`, leaving zeros.
+    fn take(c: &mut PoolCounters) -> Self {
+        let take = std::mem::take;
+        Self {
+            slow: take(&mut c.slow_hist),
+            full_run: take(&mut c.full_run_hist),
+            empty_run: take(&mut c.empty_run_hist),
+            fill: take(&mut c.fill_hist),
+        }
+    }
+
+    /// Writes the histograms into `c`.
+    pub fn put(&self, c: &mut PoolCounters) {
+        c.slow_hist = self.slow;
+        c.full_run_hist = self.full_run;
+        c.empty_run_hist = self.empty_run;
+        c.fill_hist = self.fill;
+    }
 }
 
 /// Cumulative run time and run count of ppscope's own programs.

@@ -205,6 +205,48 @@ fn delta_restarts_a_counter_that_went_backwards() {
     assert_eq!(d.alloc_calls, 1000);
 }
 
+/// Histograms shared between samples (the agent's memory at 10,000 pools) difference to
+/// nothing; changed ones bucket by bucket; a pool's rare events alone make it move; and a
+/// pool's counts round-trip through the form recordings keep.
+#[test]
+fn shared_histograms_difference_to_nothing_and_changed_ones_by_bucket() {
+    use std::sync::Arc;
+    let mut c = counters();
+    c.slow_hist[4] = 3;
+    c.fill_hist[2] = 7;
+    let before = RawPool::from_counters(c);
+    assert_eq!(before.counters.slow_hist, [0; LATENCY_BUCKETS]);
+    assert_eq!(before.full_counters(), c, "the form recordings keep");
+    let same = before.clone();
+    assert!(Arc::ptr_eq(
+        same.hists.as_ref().unwrap(),
+        before.hists.as_ref().unwrap()
+    ));
+    assert_eq!(pool_delta(&same, &before), PoolCounters::default());
+
+    let mut later = c;
+    later.slow_hist[4] = 5;
+    later.slow_hist[9] = 1;
+    let after = RawPool::from_counters(later);
+    let d = pool_delta(&after, &before);
+    assert_eq!((d.slow_hist[4], d.slow_hist[9], d.fill_hist[2]), (2, 1, 0));
+    assert_eq!(d.alloc_calls, 0, "only the histograms moved");
+    // A pool with no histograms yet against one with: nothing moved there.
+    assert_eq!(
+        pool_delta(&RawPool::from_counters(counters()), &before).slow_hist,
+        [0; LATENCY_BUCKETS]
+    );
+
+    let t0 = Instant::now();
+    let mut s0 = RawSample::empty(t0);
+    s0.pools.insert(1, before.clone());
+    let mut s1 = RawSample::empty(t0 + std::time::Duration::from_secs(1));
+    s1.pools.insert(1, after);
+    assert!(moved_pools(&s0, &s1, None).contains(&PoolKey::Addr(1)));
+    s1.pools.insert(1, same);
+    assert!(moved_pools(&s0, &s1, None).is_empty());
+}
+
 #[test]
 fn percentiles_from_log2_buckets() {
     let mut b = [0u64; LATENCY_BUCKETS];
@@ -232,17 +274,15 @@ fn snapshot_keeps_moving_pools_busiest_first() {
     before.pools.insert(
         1,
         RawPool {
-            counters: counters(),
             identity: None,
-            ..Default::default()
+            ..RawPool::from_counters(counters())
         },
     );
     before.pools.insert(
         2,
         RawPool {
-            counters: counters(),
             identity: None,
-            ..Default::default()
+            ..RawPool::from_counters(counters())
         },
     );
     let mut after = before.clone();
@@ -256,9 +296,8 @@ fn snapshot_keeps_moving_pools_busiest_first() {
     after.pools.insert(
         3,
         RawPool {
-            counters: small,
             identity: None,
-            ..Default::default()
+            ..RawPool::from_counters(small)
         },
     );
     let s = snapshot(&crate::testing::facts("k", ALL), &before, &after);
@@ -273,13 +312,7 @@ fn a_destroyed_pool_shows_its_release_attempts_even_when_nothing_else_moves() {
     use ppscope_common::PoolTeardown;
     let t0 = Instant::now();
     let mut before = RawSample::empty(t0);
-    before.pools.insert(
-        1,
-        RawPool {
-            counters: counters(),
-            ..Default::default()
-        },
-    );
+    before.pools.insert(1, RawPool::from_counters(counters()));
     let mut after = before.clone();
     after.at = t0 + std::time::Duration::from_secs(1);
     // Pool 1 destroyed with 12 pages out: two attempts; pool 9, unknown to the counters (no
@@ -421,9 +454,8 @@ fn a_device_without_napi_or_drop_records_is_named_by_its_pool() {
 fn one_pool_moving(id: PoolIdentity) -> (RawSample, RawSample) {
     let t0 = Instant::now();
     let pool = |c: PoolCounters| RawPool {
-        counters: c,
         identity: Some(id),
-        ..Default::default()
+        ..RawPool::from_counters(c)
     };
     let mut before = RawSample::empty(t0);
     before.pools.insert(1, pool(PoolCounters::default()));
@@ -468,9 +500,8 @@ fn devices_get_their_own_napi_drops_and_pages() {
         let mut id = PoolIdentity::EMPTY;
         id.netdev = dev;
         let pool = |c: PoolCounters| RawPool {
-            counters: c,
             identity: Some(id),
-            ..Default::default()
+            ..RawPool::from_counters(c)
         };
         before
             .pools

@@ -13,7 +13,7 @@ use std::{
     collections::{HashMap, VecDeque},
     os::fd::OwnedFd,
     path::Path,
-    sync::Mutex,
+    sync::{Arc, Mutex},
 };
 
 use anyhow::{anyhow, Result};
@@ -37,7 +37,7 @@ use crate::{
         btf::{self, KernelBtf, ResolvedField, VMLINUX_BTF},
         system::{self, Symbols},
     },
-    model::{Coverage, SourceFacts},
+    model::{ByAddr, Coverage, PoolHists, SourceFacts},
     snapshot::{Detail, Group, HookStatus},
 };
 
@@ -101,6 +101,9 @@ pub struct Probes {
     /// A module generation whose hooks could not be attached again because kallsyms or BTF
     /// could not be read: tried again every refresh, reported once.
     refresh_failed: HashMap<&'static str, Option<ModuleGeneration>>,
+    /// Each pool's histograms in the last sample, for the next to share while they do not
+    /// change (`RawPool::hists`).
+    last_hists: ByAddr<u64, Arc<PoolHists>>,
 }
 
 impl Probes {
@@ -249,6 +252,7 @@ impl Probes {
             backend: opts.backend,
             modules,
             refresh_failed: HashMap::new(),
+            last_hists: ByAddr::default(),
         })
     }
 

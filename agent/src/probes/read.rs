@@ -1,5 +1,5 @@
 //! Reading the maps: one [`RawSample`] of every pool, site, NAPI instance and drop.
-use std::time::Instant;
+use std::{sync::Arc, time::Instant};
 
 use anyhow::{Context, Result};
 use aya::{
@@ -15,11 +15,11 @@ use super::{
     batch::{self, PerCpuRows},
     hot_slot, Probes,
 };
-use crate::model::{accumulate_site, ByAddr, ProgramRuntime, RawPool, RawSample};
+use crate::model::{accumulate_site, ByAddr, PoolHists, ProgramRuntime, RawPool, RawSample};
 
 impl Probes {
     /// Reads the cumulative counters of every pool and site seen so far.
-    pub fn sample(&self) -> Result<RawSample> {
+    pub fn sample(&mut self) -> Result<RawSample> {
         let map = |name: &str| {
             self.ebpf
                 .map(name)
@@ -38,13 +38,23 @@ impl Probes {
             }
         }
         // Kept for the pools the counters know, as they are read (a pool's record is 1.3 KB:
-        // a copy of the whole map at 10,000 pools was the agent's largest allocation).
+        // a copy of the whole map at 10,000 pools was the agent's largest allocation). A
+        // pool's histograms that did not change since the last sample are that sample's, shared
+        // (`RawPool::hists`).
+        let mut hists = ByAddr::with_capacity_and_hasher(pools.len(), Default::default());
         each::<u64, PoolRare>(map("POOL_RARE")?, |pool, r| {
             if let Some(entry) = pools.get_mut(&pool) {
-                entry.counters.set_hists(&r);
+                let now = PoolHists::of(&r);
+                let shared = match self.last_hists.get(&pool) {
+                    Some(h) if **h == now => Arc::clone(h),
+                    _ => Arc::new(now),
+                };
+                hists.insert(pool, Arc::clone(&shared));
+                entry.hists = Some(shared);
                 entry.state = (r.state.known != 0).then_some(r.state);
             }
         })?;
+        self.last_hists = hists;
         each::<u64, PoolIdentity>(map("POOL_IDENTITY")?, |pool, id| {
             if let Some(entry) = pools.get_mut(&pool) {
                 entry.identity = Some(id);

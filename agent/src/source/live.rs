@@ -140,7 +140,7 @@ pub struct Collection {
 
 impl LiveSource {
     /// Takes the baseline sample: the first snapshot covers the time from here.
-    pub fn new(probes: Probes) -> Result<Self> {
+    pub fn new(mut probes: Probes) -> Result<Self> {
         let first = Arc::new(probes.sample()?);
         let netlink_first = Arc::new(NetlinkSample::read());
         Ok(Self {

@@ -205,7 +205,6 @@ impl Source for SimSource {
             cur.pools.insert(
                 p.addr,
                 RawPool {
-                    counters: counters_of(&o, profile.provider),
                     identity: Some(p.identity),
                     gve_queue: None,
                     state: Some(PoolState {
@@ -215,6 +214,7 @@ impl Source for SimSource {
                         known: 3,
                         _pad: 0,
                     }),
+                    ..RawPool::from_counters(counters_of(&o, profile.provider))
                 },
             );
         }

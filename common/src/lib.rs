@@ -475,10 +475,15 @@ pub struct PoolState {
 #[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolTeardown {
-    /// Release attempts so far.
+    /// Release attempts so far, of the pool now at this address.
     pub attempts: u64,
     /// Pages still out of the pool at the last attempt.
     pub inflight: i64,
+    /// Pools at this address freed before this one (an attempt that found no page out freed
+    /// one; the next attempt here is a new pool's first): a change says the attempts started
+    /// again, not that they went backwards. Absent (0) in recordings made before it.
+    #[cfg_attr(feature = "user", serde(default))]
+    pub freed_before: u64,
 }
 
 /// NAPI polls of one NAPI instance (`napi:napi_poll`), per CPU.

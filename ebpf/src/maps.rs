@@ -2,7 +2,7 @@
 
 use aya_ebpf::{
     macros::map,
-    maps::{LruHashMap, LruPerCpuHashMap, PerCpuArray},
+    maps::{Array, LruHashMap, LruPerCpuHashMap, PerCpuArray},
 };
 use ppscope_common::{
     site, site_stat, DeviceIdentity, DropKey, Frame, HotSlot, NapiHot, NapiSlot, PoolHot,
@@ -85,3 +85,9 @@ pub(crate) static ZERO_COUNTERS: PerCpuArray<PoolHot> = PerCpuArray::with_max_en
 #[map]
 pub(crate) static POOL_TEARDOWN: LruHashMap<u64, PoolTeardown> =
     LruHashMap::with_max_entries(MAX_POOLS, 0);
+
+/// When a pool was last freed (`pool_release`, `bpf_ktime_get_ns`): a pool born at a freed
+/// pool's address inherits its per-CPU entries, whose last device check is then older than
+/// this, and the next check is made without waiting out the second (`Hot::device_check_due`).
+#[map]
+pub(crate) static LAST_POOL_FREE: Array<u64> = Array::with_max_entries(1, 0);

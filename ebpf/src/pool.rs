@@ -6,8 +6,8 @@ use crate::{
     config,
     kmem::{driver_name, log2_bucket, now_ns, pool_netdev, read_field, PoolRead},
     maps::{
-        HOT_SLOT, POOL_COUNTERS, POOL_IDENTITY, POOL_INSERTS, POOL_RARE, SITE_STATS, ZERO_COUNTERS,
-        ZERO_RARE,
+        HOT_SLOT, LAST_POOL_FREE, POOL_COUNTERS, POOL_IDENTITY, POOL_INSERTS, POOL_RARE,
+        SITE_STATS, ZERO_COUNTERS, ZERO_RARE,
     },
 };
 
@@ -88,24 +88,27 @@ pub(crate) fn refresh_device(pool: u64) {
             // SAFETY: a value of the shared identity map; a concurrent refresh writes the
             // same facts.
             let id = unsafe { &mut *id };
-            let Some(netdev) = pool_netdev(pool, o) else {
-                return;
-            };
-            // Compared as two words: no memcmp in BPF.
-            let Some(name) = read_field::<[u64; 2]>(netdev, o.netdev_name) else {
-                return;
-            };
-            // SAFETY: [u8; 16] and [u64; 2] have the same size; any bit pattern is valid for
-            // both.
-            let recorded: [u64; 2] = unsafe { core::mem::transmute(id.ifname) };
-            if id.netdev == netdev && (recorded[0] != name[0] || recorded[1] != name[1]) {
-                // SAFETY: as above.
-                id.ifname = unsafe { core::mem::transmute::<[u64; 2], [u8; 16]>(name) };
-                id.known |= PoolIdentity::KNOWN_IFNAME;
+            // A freed pool's identity is read again whatever the device reads give (the new
+            // pool at the address may have no device).
+            id.known & PoolIdentity::FREED != 0 || {
+                let Some(netdev) = pool_netdev(pool, o) else {
+                    return;
+                };
+                // Compared as two words: no memcmp in BPF.
+                let Some(name) = read_field::<[u64; 2]>(netdev, o.netdev_name) else {
+                    return;
+                };
+                // SAFETY: [u8; 16] and [u64; 2] have the same size; any bit pattern is valid
+                // for both.
+                let recorded: [u64; 2] = unsafe { core::mem::transmute(id.ifname) };
+                if id.netdev == netdev && (recorded[0] != name[0] || recorded[1] != name[1]) {
+                    // SAFETY: as above.
+                    id.ifname = unsafe { core::mem::transmute::<[u64; 2], [u8; 16]>(name) };
+                    id.known |= PoolIdentity::KNOWN_IFNAME;
+                }
+                // Another device: another pool at this address; everything is read again.
+                id.netdev != netdev
             }
-            // Another device, or the pool here was freed: another pool at this address;
-            // everything is read again.
-            id.netdev != netdev || id.known & PoolIdentity::FREED != 0
         }
     };
     if stale {
@@ -116,7 +119,7 @@ pub(crate) fn refresh_device(pool: u64) {
 /// Marks the pool's entry recently used. While the CPU's slot holds a pool nothing else looks
 /// its entry up, and the LRU would take the busiest pool for the coldest when the map is full:
 /// the slot's users call this now and then (the allocation every 64th page, refill and
-/// `page_hold` with their device check, at least once a second while the pool moves).
+/// `page_hold` with their device check: about once a second while the pool moves).
 #[inline(always)]
 pub(crate) fn touch_counters(pool: u64) {
     let _ = POOL_COUNTERS.get_ptr_mut(pool);
@@ -246,7 +249,15 @@ impl Hot {
         }
         let now = now_ns();
         if before != 0 && now.wrapping_sub(*checked) < DEVICE_CHECK_INTERVAL_NS {
-            return false;
+            // Unless a pool was freed since: this may be a new pool at its address, whose
+            // per-CPU entries (and pace) are the freed pool's.
+            let freed = LAST_POOL_FREE.get_ptr(0).map_or(0, |t| {
+                // SAFETY: the one slot of an array map.
+                unsafe { *t }
+            });
+            if *checked >= freed {
+                return false;
+            }
         }
         *checked = now;
         true

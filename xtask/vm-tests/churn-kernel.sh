@@ -91,14 +91,17 @@ echo "@@renamed-old"; series vnet1
 #    veth1 goes down and up first, for a new pool: traffic through a pool that already holds
 #    its pages may cycle them through its alloc cache (TCP frees them in softirq on the NAPI's
 #    CPU), which --detail light does not see, and a pool that does not move for the grace
-#    leaves the metrics (a CI run saw no series before); a new pool's first pages come from
-#    the slow path, which light counts.
+#    period leaves the metrics (a CI run saw no series before); a new pool's first pages come
+#    from the slow path, which light counts, at the traffic's start: the look is taken while
+#    the traffic runs, well within the grace.
 ip -n ppd link set veth1 down
 ip -n ppd link set veth1 up
 sleep 1
-ip netns exec ppc iperf3 -c 198.18.1.2 -t 2 >/dev/null
-sleep 1
+ip netns exec ppc iperf3 -c 198.18.1.2 -t 3 >/dev/null &
+CLIENT=$!
+sleep 2
 echo "@@ns-before"; series veth1
+wait "$CLIENT"
 for pid in $(ip netns pids ppd); do kill "$pid" 2>/dev/null || true; done
 wait "$XDP" 2>/dev/null || true
 ip netns del ppd

@@ -136,13 +136,16 @@ pub fn pool_view(
 }
 
 /// A destroyed pool's release attempts over the interval, and the pages still out at the last
-/// one; None when it made no attempt in the interval.
+/// one; None when it made no attempt in the interval. Attempts of another pool at the address
+/// than `before`'s (a freed pool's address reused) all fall in the interval.
 pub fn teardown_view(
     now: Option<&PoolTeardown>,
     before: Option<&PoolTeardown>,
 ) -> Option<TeardownView> {
     let now = now?;
-    let before = before.map_or(0, |b| b.attempts);
+    let before = before
+        .filter(|b| b.freed_before == now.freed_before)
+        .map_or(0, |b| b.attempts);
     let attempts = super::since(now.attempts, before);
     (attempts > 0).then_some(TeardownView {
         attempts,

@@ -317,7 +317,11 @@ fn a_destroyed_pool_shows_its_release_attempts_even_when_nothing_else_moves() {
     after.at = t0 + std::time::Duration::from_secs(1);
     // Pool 1 destroyed with 12 pages out: two attempts; pool 9, unknown to the counters (no
     // page went through it), is not listed.
-    let torn = |attempts, inflight| PoolTeardown { attempts, inflight };
+    let torn = |attempts, inflight| PoolTeardown {
+        attempts,
+        inflight,
+        freed_before: 0,
+    };
     after.teardowns.insert(1, torn(2, 12));
     after.teardowns.insert(9, torn(1, 0));
     let mut cov = ALL;
@@ -356,6 +360,28 @@ fn a_destroyed_pool_shows_its_release_attempts_even_when_nothing_else_moves() {
             })
         )]
     );
+    // Pool 1 freed (its last attempt found no page out) and a new pool born at its address
+    // destroyed in turn: the new pool's attempts start again, all in the interval, even where
+    // they equal or pass the freed pool's count.
+    let mut freed = later.clone();
+    freed.at += std::time::Duration::from_secs(1);
+    freed.teardowns.insert(1, torn(4, 0));
+    let mut reborn = freed.clone();
+    reborn.at += std::time::Duration::from_secs(1);
+    let new_pool = |attempts| PoolTeardown {
+        attempts,
+        inflight: 0,
+        freed_before: 1,
+    };
+    for attempts in [1, 4, 6] {
+        reborn.teardowns.insert(1, new_pool(attempts));
+        let s = snapshot(&crate::testing::facts("k", cov), &freed, &reborn);
+        assert_eq!(
+            s.pools[0].teardown.as_ref().map(|t| t.attempts),
+            Some(attempts)
+        );
+        assert!(moved_pools(&freed, &reborn, None).contains(&PoolKey::Addr(1)));
+    }
     // Without the hook: nothing said, not a made-up zero.
     cov.teardown = false;
     let s = snapshot(&crate::testing::facts("k", cov), &before, &after);

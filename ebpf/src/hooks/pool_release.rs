@@ -5,13 +5,17 @@
 //! from the deferred retry while pages are inflight. Rare: nothing on the page path. The
 //! attempt that finds no page out frees the pool: its identity is marked
 //! `PoolIdentity::FREED`, so a new pool born at the address is read again
-//! (`pool::refresh_device`) instead of keeping the old pool's netlink id and sizes, and the
-//! next attempt at the address starts a new count.
+//! (`pool::refresh_device`) instead of keeping the old pool's netlink id and sizes, at its
+//! first device check (`LAST_POOL_FREE`: that check does not wait out the second), and the
+//! next attempt at the address starts a new count (`PoolTeardown::freed_before`).
 
 use aya_ebpf::{macros::raw_tracepoint, programs::RawTracePointContext};
 use ppscope_common::{PoolIdentity, PoolTeardown};
 
-use crate::maps::{POOL_IDENTITY, POOL_TEARDOWN};
+use crate::{
+    kmem::now_ns,
+    maps::{LAST_POOL_FREE, POOL_IDENTITY, POOL_TEARDOWN},
+};
 
 #[inline(always)]
 fn on_pool_release(pool: u64, inflight: i64) {
@@ -21,19 +25,29 @@ fn on_pool_release(pool: u64, inflight: i64) {
             // SAFETY: a value of the shared identity map; a racing refresh reads it again.
             unsafe { (*id).known |= PoolIdentity::FREED };
         }
+        if let Some(at) = LAST_POOL_FREE.get_ptr_mut(0) {
+            // SAFETY: the one slot; racing frees each write a time of a free.
+            unsafe { *at = now_ns() };
+        }
     }
     if let Some(t) = POOL_TEARDOWN.get_ptr_mut(pool) {
         // SAFETY: this pool's entry; the kernel releases one pool from one place at a time.
         let t = unsafe { &mut *t };
         // An entry whose last attempt found no page out is a freed pool's: this attempt is
-        // the first of a new pool born at the address (counting on summed both pools').
-        t.attempts = if t.inflight == 0 { 1 } else { t.attempts + 1 };
+        // the first of a new pool born at the address (counting on would add both pools').
+        if t.inflight == 0 {
+            t.freed_before += 1;
+            t.attempts = 1;
+        } else {
+            t.attempts += 1;
+        }
         t.inflight = inflight;
         return;
     }
     let first = PoolTeardown {
         attempts: 1,
         inflight,
+        freed_before: 0,
     };
     let _ = POOL_TEARDOWN.insert(pool, first, 0);
 }

@@ -18,9 +18,8 @@ use std::{
 
 use ppscope::{
     export::http::{HttpServer, Shared, HEAD_DEADLINE, MAX_CONNECTIONS, MAX_HEAD},
-    model::{self, Coverage, RawPool, RawSample},
+    model::{self, Coverage, PoolCounts, RawPool, RawSample},
 };
-use ppscope_common::PoolCounters;
 
 mod common;
 
@@ -43,7 +42,7 @@ fn server() -> HttpServer {
     later.pools = (0..POOLS)
         .map(|i| {
             let pool = RawPool {
-                counters: PoolCounters {
+                counters: PoolCounts {
                     hold_pages: 1000 + i,
                     release_pages: 900,
                     ..Default::default()

@@ -323,7 +323,7 @@ mod tests {
         s.pools.insert(
             0xffff_8880_1234_0000,
             RawPool {
-                counters: PoolCounters {
+                counters: crate::model::PoolCounts {
                     alloc_calls: allocs,
                     ..Default::default()
                 },

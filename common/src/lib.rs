@@ -347,12 +347,13 @@ pub struct PoolCounters {
     pub fill_hist: [u64; LATENCY_BUCKETS],
 }
 
-/// Calls `$m!(field, field, ...)` with every summed hot counter of [`PoolHot`] (not the
-/// per-CPU runs in progress): one list for every place that walks them.
+/// Calls `$m! { field, field, ... }` (braces: `$m` may declare items) with every summed hot
+/// counter of [`PoolHot`] (not the per-CPU runs in progress): one list for every place that
+/// walks them.
 #[macro_export]
 macro_rules! hot_fields {
     ($m:ident) => {
-        $m!(
+        $m! {
             alloc_calls,
             frag_calls,
             refill_calls,
@@ -370,21 +371,11 @@ macro_rules! hot_fields {
             hold_pages,
             release_pages,
             mp_ns_sum
-        )
+        }
     };
 }
 
 impl PoolCounters {
-    /// Adds one CPU's hot counters. Runs in progress are per-CPU state: the longest stands.
-    pub fn add_hot(&mut self, h: &PoolHot) {
-        macro_rules! add {
-            ($($f:ident),*) => { $( self.$f = self.$f.wrapping_add(h.$f); )* };
-        }
-        hot_fields!(add);
-        self.full_run = self.full_run.max(h.full_run);
-        self.empty_run = self.empty_run.max(h.empty_run);
-    }
-
     pub fn set_hists(&mut self, h: &PoolRare) {
         self.slow_hist = h.slow_hist;
         self.full_run_hist = h.full_run_hist;

@@ -86,8 +86,13 @@ pub(crate) static ZERO_COUNTERS: PerCpuArray<PoolHot> = PerCpuArray::with_max_en
 pub(crate) static POOL_TEARDOWN: LruHashMap<u64, PoolTeardown> =
     LruHashMap::with_max_entries(MAX_POOLS, 0);
 
-/// When a pool was last freed (`pool_release`, `bpf_ktime_get_ns`): a pool born at a freed
-/// pool's address inherits its per-CPU entries, whose last device check is then older than
-/// this, and the next check is made without waiting out the second (`Hot::device_check_due`).
+/// When a pool was last freed (`pool_release`, `bpf_ktime_get_ns`), per slot of pool
+/// addresses (`pool::free_slot`): a pool born at a freed pool's address inherits its per-CPU
+/// entries, whose last device check is then older than this, and the next check is made
+/// without waiting out the second (`Hot::device_check_due`). Slots, not one time for all: on
+/// a host whose pools churn, one time would have every busy pool checked at every pace.
 #[map]
-pub(crate) static LAST_POOL_FREE: Array<u64> = Array::with_max_entries(1, 0);
+pub(crate) static LAST_POOL_FREE: Array<u64> = Array::with_max_entries(FREE_SLOTS, 0);
+
+/// Slots of [`LAST_POOL_FREE`].
+pub(crate) const FREE_SLOTS: u32 = 256;

@@ -6,8 +6,8 @@ use crate::{
     config,
     kmem::{driver_name, log2_bucket, now_ns, pool_netdev, read_field, PoolRead},
     maps::{
-        HOT_SLOT, LAST_POOL_FREE, POOL_COUNTERS, POOL_IDENTITY, POOL_INSERTS, POOL_RARE,
-        SITE_STATS, ZERO_COUNTERS, ZERO_RARE,
+        FREE_SLOTS, HOT_SLOT, LAST_POOL_FREE, POOL_COUNTERS, POOL_IDENTITY, POOL_INSERTS,
+        POOL_RARE, SITE_STATS, ZERO_COUNTERS, ZERO_RARE,
     },
 };
 
@@ -71,10 +71,10 @@ pub(crate) fn read_identity(pool: u64, cfg: &ProbeConfig) -> PoolIdentity {
 /// The identity is read once per pool address, but a pool's device can change under it: an
 /// interface renamed, or a pool freed and a new one (another device's, or the same device's
 /// next) born at its address. Rare events (pages entering the pool, refills) compare the
-/// device and its name with what was recorded, at most once a second per pool and CPU
-/// ([`Hot::device_check_due`]), and read the whole identity again when the device differs or
-/// the pool at the address was freed (`PoolIdentity::FREED`, set by `pool_release`), so names
-/// follow within about a second of traffic. A pool with no identity yet gets it here too:
+/// device and its name with what was recorded, about once a second per pool and CPU (and
+/// sooner after a free: [`Hot::device_check_due`]), and read the whole identity again when
+/// the device differs or the pool at the address was freed (`PoolIdentity::FREED`, set by
+/// `pool_release`), so names follow within about a second of traffic. A pool with no identity yet gets it here too:
 /// the programs that call this count through [`hot_unnamed`], which leaves the identity to
 /// it (one copy of the identity read per program: the verifier's time at start-up grows
 /// with each).
@@ -232,12 +232,12 @@ impl Hot {
     /// due: at the pool's first such event on this CPU, and when the count crosses a multiple
     /// of [`DEVICE_CHECK_EVERY`] (however often the slot changed hands between: see
     /// `HotSlot::paced_events`) once [`DEVICE_CHECK_INTERVAL_NS`] has passed since the last
-    /// check. The count keeps the clock off most events; the clock keeps the check (helper
-    /// reads of the device and its name, an identity lookup) to once a second however busy
-    /// the pool: at every 8th refill it was most of light's cost in the VM lab
-    /// (BENCHMARKS.md).
+    /// check, or a pool at an address of `pool`'s slot (`free_slot`) was freed since. The
+    /// count keeps the clock off most events; the clock keeps the check (helper reads of the
+    /// device and its name, an identity lookup, an LRU touch) to once a second however busy
+    /// the pool (BENCHMARKS.md priced it).
     #[inline(always)]
-    pub(crate) fn device_check_due(&mut self, weight: u64) -> bool {
+    pub(crate) fn device_check_due(&mut self, pool: u64, weight: u64) -> bool {
         let (paced, checked) = match self {
             Hot::Slot(s) => (&mut s.paced_events, &mut s.device_checked_ns),
             Hot::Entry(c) => (&mut c.paced_events, &mut c.device_checked_ns),
@@ -251,8 +251,8 @@ impl Hot {
         if before != 0 && now.wrapping_sub(*checked) < DEVICE_CHECK_INTERVAL_NS {
             // Unless a pool was freed since: this may be a new pool at its address, whose
             // per-CPU entries (and pace) are the freed pool's.
-            let freed = LAST_POOL_FREE.get_ptr(0).map_or(0, |t| {
-                // SAFETY: the one slot of an array map.
+            let freed = LAST_POOL_FREE.get_ptr(free_slot(pool)).map_or(0, |t| {
+                // SAFETY: a slot of an array map.
                 unsafe { *t }
             });
             if *checked >= freed {
@@ -262,6 +262,13 @@ impl Hot {
         *checked = now;
         true
     }
+}
+
+/// The slot of `pool`'s address in `LAST_POOL_FREE`: a multiplicative hash, as pools are
+/// slab objects whose low address bits repeat.
+#[inline(always)]
+pub(crate) fn free_slot(pool: u64) -> u32 {
+    (pool.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u32 % FREE_SLOTS
 }
 
 /// A pool's paced events (see [`Hot::device_check_due`]) per look at the clock: at every

@@ -239,10 +239,9 @@ mod tests {
                 s.pools.insert(
                     7,
                     RawPool {
-                        counters,
                         identity: Some(id),
                         state: Some(state),
-                        ..Default::default()
+                        ..RawPool::from_counters(counters)
                     },
                 );
                 out.push(s);

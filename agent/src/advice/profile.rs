@@ -16,11 +16,11 @@
 //!   entered the cache from the ring or the allocator. Direct recycles and the allocations
 //!   they serve never touch the ring and are in neither side. Exact at the ring, placed in
 //!   time to within one refill (the fill is read at refills, slow paths and returns).
-use ppscope_common::{PoolCounters, PoolIdentity};
+use ppscope_common::PoolIdentity;
 
 use super::simulator::{Profile, Step};
 use crate::{
-    model::{since, RawPool, RawSample},
+    model::{since, PoolCounts, RawPool, RawSample},
     snapshot::ProfileBasis,
 };
 
@@ -45,7 +45,7 @@ macro_rules! profile_fields {
 }
 
 /// The counters of a pool that its burst profile and the calibration read: all a window of
-/// samples has to keep (a tenth of [`PoolCounters`], which also carries four histograms).
+/// samples has to keep (12 of the 19 counts of [`PoolCounts`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ProfileCounters {
     pub alloc_calls: u64,
@@ -64,8 +64,8 @@ pub struct ProfileCounters {
     pub ring_fill: Option<u32>,
 }
 
-impl From<&PoolCounters> for ProfileCounters {
-    fn from(c: &PoolCounters) -> Self {
+impl From<&PoolCounts> for ProfileCounters {
+    fn from(c: &PoolCounts) -> Self {
         macro_rules! copy {
             ($($f:ident),*) => { Self { $( $f: c.$f, )* ring_fill: None } };
         }
@@ -290,7 +290,7 @@ mod tests {
         s.pools.insert(
             9,
             RawPool {
-                counters: PoolCounters {
+                counters: PoolCounts {
                     alloc_calls: allocs,
                     put_calls: puts,
                     put_cached: cached,

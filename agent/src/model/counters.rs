@@ -47,7 +47,14 @@ pub fn delta(later: &PoolCounters, earlier: &PoolCounters) -> PoolCounters {
 /// `later - earlier` of one pool, its histograms included (see [`RawPool::hists`]): left at
 /// zero without a look when both samples share them.
 pub fn pool_delta(later: &RawPool, earlier: &RawPool) -> PoolCounters {
-    let mut d = delta(&later.counters, &earlier.counters);
+    let (l, e) = (&later.counters, &earlier.counters);
+    let mut d = PoolCounters::default();
+    macro_rules! sub {
+        ($($f:ident),*) => { $( d.$f = since(l.$f, e.$f); )* };
+    }
+    ppscope_common::hot_fields!(sub);
+    d.full_run = l.full_run;
+    d.empty_run = l.empty_run;
     if let Some(l) = &later.hists {
         match &earlier.hists {
             Some(e) if Arc::ptr_eq(l, e) => {}

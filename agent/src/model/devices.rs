@@ -6,7 +6,7 @@ use ppscope_common::{DeviceIdentity, NapiCounters};
 
 use super::{
     c_name,
-    counters::{delta, since},
+    counters::{pool_delta, since},
     ratio, Coverage, RawPool, RawSample,
 };
 use crate::snapshot::{
@@ -129,7 +129,7 @@ pub fn timeline_step(
     for (addr, now) in &later.pools {
         let Some(id) = &now.identity else { continue };
         let before = earlier.pools.get(addr).unwrap_or(&zero);
-        let d = delta(&now.counters, &before.counters);
+        let d = pool_delta(now, before);
         let (name, sums) = per_device.entry(id.netdev).or_default();
         if name.is_none() {
             *name = c_name(&id.ifname);

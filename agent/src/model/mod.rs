@@ -24,7 +24,9 @@ pub use devices::{device_views, keep_steps_of, name_drop_reasons, pool_netdevs, 
 pub use interval::snapshot;
 pub use moved::moved_pools;
 pub use pools::{apply_state, pool_view};
-pub use sample::{ByAddr, Coverage, PoolHists, ProgramRuntime, RawPool, RawSample, SourceFacts};
+pub use sample::{
+    ByAddr, Coverage, PoolCounts, PoolHists, ProgramRuntime, RawPool, RawSample, SourceFacts,
+};
 
 pub use crate::snapshot::ratio;
 

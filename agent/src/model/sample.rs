@@ -3,8 +3,8 @@
 use std::{collections::HashMap, sync::Arc, time::Instant};
 
 use ppscope_common::{
-    site_stat, DeviceIdentity, DropKey, NapiCounters, PoolCounters, PoolIdentity, PoolRare,
-    PoolState, PoolTeardown, SiteStats, LATENCY_BUCKETS,
+    site_stat, DeviceIdentity, DropKey, NapiCounters, PoolCounters, PoolHot, PoolIdentity,
+    PoolRare, PoolState, PoolTeardown, SiteStats, LATENCY_BUCKETS,
 };
 use serde::Serialize;
 
@@ -54,8 +54,8 @@ impl Coverage {
 /// One pool at one instant.
 #[derive(Debug, Clone, Default)]
 pub struct RawPool {
-    /// The pool's counts. Their histograms are not filled here (zero): they are `hists`.
-    pub counters: PoolCounters,
+    /// The pool's counts (its histograms are `hists`).
+    pub counters: PoolCounts,
     /// The pool's histograms (None: all zero), shared with the samples before while they do
     /// not change: they are most of a pool's kilobyte and move only with its rare events, and
     /// the agent holds four samples at once (BENCHMARKS.md, the agent at 10,000 pools).
@@ -68,25 +68,68 @@ pub struct RawPool {
 }
 
 impl RawPool {
-    /// A pool of these counts, histograms included (moved to `hists`).
-    pub fn from_counters(mut counters: PoolCounters) -> Self {
-        let hists = PoolHists::take(&mut counters);
+    /// A pool of these counts and histograms.
+    pub fn from_counters(counters: PoolCounters) -> Self {
+        let hists = PoolHists::of_counters(&counters);
         Self {
-            counters,
+            counters: PoolCounts::of(&counters),
             hists: (hists != PoolHists::default()).then(|| Arc::new(hists)),
             ..Self::default()
         }
     }
 
-    /// The counts with the histograms in them (what a recording keeps).
+    /// The counts with the histograms (what a recording keeps).
     pub fn full_counters(&self) -> PoolCounters {
-        let mut c = self.counters;
+        let mut c = PoolCounters::default();
+        self.counters.put(&mut c);
         if let Some(h) = &self.hists {
             h.put(&mut c);
         }
         c
     }
 }
+
+/// Declares [`PoolCounts`] with every summed hot counter (`hot_fields!`).
+macro_rules! pool_counts {
+    ($($f:ident),*) => {
+        /// A pool's counts: [`PoolCounters`] without its histograms, which a sample keeps
+        /// apart ([`RawPool::hists`]). A sample holds one per pool, and the agent four
+        /// samples at once: the histograms inline were 1,024 of a pool's 1,176 bytes in each.
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+        pub struct PoolCounts {
+            $(pub $f: u64,)*
+            /// The longest ring-full run in progress on any CPU.
+            pub full_run: u64,
+            /// The longest empty-ring run in progress on any CPU.
+            pub empty_run: u64,
+        }
+
+        impl PoolCounts {
+            /// Adds one CPU's hot counters. Runs in progress are per-CPU state: the longest
+            /// stands.
+            pub fn add_hot(&mut self, h: &PoolHot) {
+                $(self.$f = self.$f.wrapping_add(h.$f);)*
+                self.full_run = self.full_run.max(h.full_run);
+                self.empty_run = self.empty_run.max(h.empty_run);
+            }
+
+            fn of(c: &PoolCounters) -> Self {
+                Self {
+                    $($f: c.$f,)*
+                    full_run: c.full_run,
+                    empty_run: c.empty_run,
+                }
+            }
+
+            fn put(&self, c: &mut PoolCounters) {
+                $(c.$f = self.$f;)*
+                c.full_run = self.full_run;
+                c.empty_run = self.empty_run;
+            }
+        }
+    };
+}
+ppscope_common::hot_fields!(pool_counts);
 
 /// A pool's histograms, as [`PoolCounters`] holds them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -102,17 +145,15 @@ impl PoolHists {
     pub fn of(rare: &PoolRare) -> Self {
         let mut c = PoolCounters::default();
         c.set_hists(rare);
-        Self::take(&mut c)
+        Self::of_counters(&c)
     }
 
-    /// Moves the histograms out of `c`, leaving zeros.
-    fn take(c: &mut PoolCounters) -> Self {
-        let take = std::mem::take;
+    fn of_counters(c: &PoolCounters) -> Self {
         Self {
-            slow: take(&mut c.slow_hist),
-            full_run: take(&mut c.full_run_hist),
-            empty_run: take(&mut c.empty_run_hist),
-            fill: take(&mut c.fill_hist),
+            slow: c.slow_hist,
+            full_run: c.full_run_hist,
+            empty_run: c.empty_run_hist,
+            fill: c.fill_hist,
         }
     }
 

@@ -86,13 +86,12 @@ pub(crate) static ZERO_COUNTERS: PerCpuArray<PoolHot> = PerCpuArray::with_max_en
 pub(crate) static POOL_TEARDOWN: LruHashMap<u64, PoolTeardown> =
     LruHashMap::with_max_entries(MAX_POOLS, 0);
 
-/// When a pool was last freed (`pool_release`, `bpf_ktime_get_ns`), per slot of pool
-/// addresses (`pool::free_slot`): a pool born at a freed pool's address inherits its per-CPU
-/// entries, whose last device check is then older than this, and the next check is made
-/// without waiting out the second (`Hot::device_check_due`). Slots, not one time for all: on
-/// a host whose pools churn, one time would have every busy pool checked at every pace.
+/// When a pool was last freed (`pool_release`, `bpf_ktime_get_ns`): a pool born at a freed
+/// pool's address inherits its per-CPU entries, whose last device check is then older than
+/// this, and the next check is made without waiting out the second (`Hot::device_check_due`).
+/// One time for all pools: while pools churn somewhere, every busy pool is checked at every
+/// pace (every 8th refill), as before the second's wait. Slots by address would spare them,
+/// but a typed program's pool is a pointer the verifier lets no hash touch ("math between
+/// ptr_ pointer and ... is not allowed", `fx_refill` refused in the VM lab).
 #[map]
-pub(crate) static LAST_POOL_FREE: Array<u64> = Array::with_max_entries(FREE_SLOTS, 0);
-
-/// Slots of [`LAST_POOL_FREE`].
-pub(crate) const FREE_SLOTS: u32 = 256;
+pub(crate) static LAST_POOL_FREE: Array<u64> = Array::with_max_entries(1, 0);

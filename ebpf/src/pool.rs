@@ -6,8 +6,8 @@ use crate::{
     config,
     kmem::{driver_name, log2_bucket, now_ns, pool_netdev, read_field, PoolRead},
     maps::{
-        FREE_SLOTS, HOT_SLOT, LAST_POOL_FREE, POOL_COUNTERS, POOL_IDENTITY, POOL_INSERTS,
-        POOL_RARE, SITE_STATS, ZERO_COUNTERS, ZERO_RARE,
+        HOT_SLOT, LAST_POOL_FREE, POOL_COUNTERS, POOL_IDENTITY, POOL_INSERTS, POOL_RARE,
+        SITE_STATS, ZERO_COUNTERS, ZERO_RARE,
     },
 };
 
@@ -74,10 +74,10 @@ pub(crate) fn read_identity(pool: u64, cfg: &ProbeConfig) -> PoolIdentity {
 /// device and its name with what was recorded, about once a second per pool and CPU (and
 /// sooner after a free: [`Hot::device_check_due`]), and read the whole identity again when
 /// the device differs or the pool at the address was freed (`PoolIdentity::FREED`, set by
-/// `pool_release`), so names follow within about a second of traffic. A pool with no identity yet gets it here too:
-/// the programs that call this count through [`hot_unnamed`], which leaves the identity to
-/// it (one copy of the identity read per program: the verifier's time at start-up grows
-/// with each).
+/// `pool_release`), so names follow within about a second of traffic. A pool with no
+/// identity yet gets it here too: the programs that call this count through [`hot_unnamed`],
+/// which leaves the identity to it (one copy of the identity read per program: the
+/// verifier's time at start-up grows with each).
 #[inline(always)]
 pub(crate) fn refresh_device(pool: u64) {
     let cfg = config();
@@ -232,12 +232,12 @@ impl Hot {
     /// due: at the pool's first such event on this CPU, and when the count crosses a multiple
     /// of [`DEVICE_CHECK_EVERY`] (however often the slot changed hands between: see
     /// `HotSlot::paced_events`) once [`DEVICE_CHECK_INTERVAL_NS`] has passed since the last
-    /// check, or a pool at an address of `pool`'s slot (`free_slot`) was freed since. The
+    /// check, or a pool was freed since (`LAST_POOL_FREE`). The
     /// count keeps the clock off most events; the clock keeps the check (helper reads of the
     /// device and its name, an identity lookup, an LRU touch) to once a second however busy
     /// the pool (BENCHMARKS.md priced it).
     #[inline(always)]
-    pub(crate) fn device_check_due(&mut self, pool: u64, weight: u64) -> bool {
+    pub(crate) fn device_check_due(&mut self, weight: u64) -> bool {
         let (paced, checked) = match self {
             Hot::Slot(s) => (&mut s.paced_events, &mut s.device_checked_ns),
             Hot::Entry(c) => (&mut c.paced_events, &mut c.device_checked_ns),
@@ -251,8 +251,8 @@ impl Hot {
         if before != 0 && now.wrapping_sub(*checked) < DEVICE_CHECK_INTERVAL_NS {
             // Unless a pool was freed since: this may be a new pool at its address, whose
             // per-CPU entries (and pace) are the freed pool's.
-            let freed = LAST_POOL_FREE.get_ptr(free_slot(pool)).map_or(0, |t| {
-                // SAFETY: a slot of an array map.
+            let freed = LAST_POOL_FREE.get_ptr(0).map_or(0, |t| {
+                // SAFETY: the one slot of an array map.
                 unsafe { *t }
             });
             if *checked >= freed {
@@ -262,13 +262,6 @@ impl Hot {
         *checked = now;
         true
     }
-}
-
-/// The slot of `pool`'s address in `LAST_POOL_FREE`: a multiplicative hash, as pools are
-/// slab objects whose low address bits repeat.
-#[inline(always)]
-pub(crate) fn free_slot(pool: u64) -> u32 {
-    (pool.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u32 % FREE_SLOTS
 }
 
 /// A pool's paced events (see [`Hot::device_check_due`]) per look at the clock: at every

@@ -580,6 +580,18 @@ fn vm_sid_dontneed_counts_every_call_and_gve_hooks_attach() {
             }
         }
         assert_eq!(hook(&doctor, "devmem_dontneed")["backend"], backend);
+        // Every hook this backend serves loaded and attached: a program the verifier refuses
+        // is a hook missing, which auto would quietly serve with the next backend (a refused
+        // fx_refill once showed only as a slower light in the benchmark).
+        for h in doctor["hooks"].as_array().unwrap() {
+            if h["backend"].is_null() {
+                let why = h["reasons"].to_string();
+                assert!(
+                    why.contains("cannot serve this hook") || why.contains("left off by"),
+                    "{backend}: {h:#}"
+                );
+            }
+        }
         assert!(output.contains("calls=37 ok=37"), "{output}");
         let d = &diag["devmem"]["dontneed"];
         assert_eq!(d["calls"], 37, "{backend}: {d:#}");

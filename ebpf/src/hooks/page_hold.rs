@@ -28,7 +28,7 @@ fn on_hold(pool: u64) {
     // first refill or page in on this CPU and at most once a second after, the clock read at
     // every 64th page in (`Hot::device_check_due`; a check at every page tripled this
     // program's cost). The first also reads a new pool's identity (`hot_unnamed`).
-    if hot.device_check_due(pool, 1) {
+    if hot.device_check_due(1) {
         refresh_device(pool);
         touch_counters(pool);
     }

@@ -15,7 +15,6 @@ use ppscope_common::{PoolIdentity, PoolTeardown};
 use crate::{
     kmem::now_ns,
     maps::{LAST_POOL_FREE, POOL_IDENTITY, POOL_TEARDOWN},
-    pool::free_slot,
 };
 
 #[inline(always)]
@@ -26,9 +25,9 @@ fn on_pool_release(pool: u64, inflight: i64) {
             // SAFETY: a value of the shared identity map; a racing refresh reads it again.
             unsafe { (*id).known |= PoolIdentity::FREED };
         }
-        if let Some(at) = LAST_POOL_FREE.get_ptr_mut(free_slot(pool)) {
-            // SAFETY: a slot of an array map; racing frees in one slot each write the time of
-            // a free (the later may lose: a check then waits out its second, as before).
+        if let Some(at) = LAST_POOL_FREE.get_ptr_mut(0) {
+            // SAFETY: the one slot of an array map; racing frees each write the time of a free
+            // (the later may lose: a check then waits out its second, as before).
             unsafe { *at = now_ns() };
         }
     }

@@ -71,7 +71,7 @@ fn on_refill_exit<R: PoolRead>(pool: u64, got: u64) {
     // which reads the clock at every 8th refill): at every refill it was about a third of the
     // program's reads, at every 8th most of its time under TCG (BENCHMARKS.md). The first
     // also reads a new pool's identity (`hot_unnamed`).
-    if hot.device_check_due(pool, REFILL_WEIGHT) {
+    if hot.device_check_due(REFILL_WEIGHT) {
         refresh_device(pool);
         touch_counters(pool);
     }

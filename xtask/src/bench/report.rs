@@ -105,11 +105,17 @@ const AGENT_WHY: &str = "\
   samples over (shared, not copied: `source::Collected`); a scrape assembles the snapshot it
   asks for, once per collection (`export/http.rs`'s `Shared`), and this benchmark scrapes
   `/metrics` every 15 s while it measures. CPU at 10,000 pools went from 5.1% to 2.3% of a core
-  (quick runs of 2026-12-01). RSS is four full samples at the peak (the baseline, the
+  (quick runs of 2026-12-01). RSS was four full samples at the peak (the baseline, the
   previous collection's two, kept for a remote dashboard's interval, and the one being read:
-  ~1.4 KB a pool each, a kilobyte of it histograms) and the snapshot a scrape assembles. The
-  fix: histograms shared between samples while they do not change (most pools' rare events do
-  not move every second), and read only for pools whose rare events moved. Where the hooks
+  ~1.4 KB a pool each, a kilobyte of it histograms) and the snapshot a scrape assembles. Since
+  2026-12-02 a sample keeps a pool's 19 counts (`model::PoolCounts`) and its histograms apart,
+  shared with the sample before while they do not change (`RawPool::hists`): 103.6 MB at
+  10,000 pools became 56.8 (29.8 → 23.8 at 1,000). POOL_RARE is still read whole at every
+  collection; reading only the pools whose rare events moved is what is left of that fix. CPU:
+  the median second is at the target and the mean above it, lifted by a few seconds at
+  10–15%; which work makes those seconds was not profiled in that run (a scrape every 15 s
+  assembles the snapshots then): `perf record` on the agent over those seconds is the next
+  step. Where the hooks
   make a profile (fentry or kprobe kernels, not this host) the advice window adds a minute of
   steps per pool: kept since 2026-12-01 as 32-bit deltas, 67 bytes a pool a step instead of
   158 (39 MiB at 10,000 pools instead of 92; `cargo test -p ppscope-agent --lib window`).
@@ -146,7 +152,8 @@ const PROBE_COST_WHY: &str = "\
   refuses fentry, not `tp_btf`): the pool arrives typed and the ring's state is plain loads;
   the ring's state, the fill histogram and the pool's counts are one hash lookup
   (`POOL_RARE`), an atomic add and the CPU's slot, against nothing for the empty program.
-  `page_hold` is the slot's count and, every 64th paced event, the device check. Rare while a pool
+  `page_hold` is the slot's count and, every 64th page in, a look at the clock (the device
+  check itself at most once a second per pool and CPU). Rare while a pool
   is healthy, per page under ring-full churn. What is left is those few memory operations;
   the raw program (kernels that refuse `tp_btf`) reads each field through a helper.
 - `--detail light` attaches nothing per page, nothing per NAPI poll (`napi_poll` was two
@@ -192,9 +199,15 @@ const PROBE_COST_WHY: &str = "\
   weighs 8 paced events (the check at every 8th refill, every 64th page in as before), and a
   quick run then gave 21.5 µs a run, 0.66×: the check itself (helper reads of the device and
   its name, an identity lookup), rare code under TCG, is the cost, and so the figures above
-  are not this tree's light. What would remove it: learn of a rename or a new device at a
-  pool's address from an event (the kernel's netdev notifications, which the agent could
-  follow for every namespace it can enter) instead of polling from the refill.
+  are not this tree's light. Since 2026-12-02 the check runs at most once a second per pool
+  and CPU (the clock read at every 8th refill; sooner after a pool was freed, as a new pool
+  at its address inherits its entries): quick runs of that tree gave `fx_refill` 19.0, 26.4
+  and 18.7 µs a run (light 0.50×, 1.07×, 0.62×), and of the final tree 16.2 and 11.4 µs
+  (0.57×, 0.48×). So the check was not the cost the single runs above said it was: under TCG
+  a program that runs a few hundred times in a window swings 2–4× between runs (`tp_kfree_skb`
+  260–830 µs a run in three runs), more than any one change to the body moved it. What is
+  left of `fx_refill` is the slot, the record's lookup and the ring's reads; pinning light's
+  ratio to a few hundredths needs a host that runs the lab under KVM, or many more rounds.
 ";
 
 /// Where start-up goes in the VM lab (measured with timers around each phase in the guest).

@@ -367,9 +367,15 @@ fn vm_sid_fentry_and_kprobe_match_each_other_and_the_kernel() {
         .sum();
     // Timed returns are a sample, not a count: a return interrupted on its CPU by another
     // (softirq) one is not timed (one frame per CPU), so they are most, not all, releases.
+    // A run whose rings never overflowed releases nothing (a CI run: 0 and 0), and then times
+    // nothing either.
     let returns = fe["page_return"]["calls"].as_u64().unwrap();
     assert!(
-        returns * 2 > released,
+        if released == 0 {
+            returns == 0
+        } else {
+            returns * 2 > released
+        },
         "page_return {returns} vs pages released {released}"
     );
     // Forced backends leave the tracepoint-only hooks out; auto (tracepoint run) has them.

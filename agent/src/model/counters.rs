@@ -13,39 +13,9 @@ pub fn since(later: u64, earlier: u64) -> u64 {
     later.checked_sub(earlier).unwrap_or(later)
 }
 
-/// `later - earlier`, field by field. A counter that went backwards (the pool was evicted and
-/// seen again) restarts from its new value rather than wrapping to a huge number.
-pub fn delta(later: &PoolCounters, earlier: &PoolCounters) -> PoolCounters {
-    let mut d = PoolCounters::default();
-    macro_rules! sub {
-        ($($f:ident),*) => { $( d.$f = since(later.$f, earlier.$f); )* };
-    }
-    ppscope_common::hot_fields!(sub);
-    for (out, l, e) in [
-        (&mut d.slow_hist, &later.slow_hist, &earlier.slow_hist),
-        (
-            &mut d.full_run_hist,
-            &later.full_run_hist,
-            &earlier.full_run_hist,
-        ),
-        (
-            &mut d.empty_run_hist,
-            &later.empty_run_hist,
-            &earlier.empty_run_hist,
-        ),
-        (&mut d.fill_hist, &later.fill_hist, &earlier.fill_hist),
-    ] {
-        for i in 0..LATENCY_BUCKETS {
-            out[i] = since(l[i], e[i]);
-        }
-    }
-    d.full_run = later.full_run;
-    d.empty_run = later.empty_run;
-    d
-}
-
-/// `later - earlier` of one pool, its histograms included (see [`RawPool::hists`]): left at
-/// zero without a look when both samples share them.
+/// `later - earlier` of one pool, field by field, its histograms included (see
+/// [`RawPool::hists`]; left at zero without a look when both samples share them). A count that
+/// went backwards (the pool was evicted and seen again) restarts from its new value ([`since`]).
 pub fn pool_delta(later: &RawPool, earlier: &RawPool) -> PoolCounters {
     let (l, e) = (&later.counters, &earlier.counters);
     let mut d = PoolCounters::default();

@@ -19,7 +19,7 @@ pub mod netlink_merge;
 mod pools;
 mod sample;
 
-pub use counters::{accumulate_site, delta, delta_site, pool_delta, since};
+pub use counters::{accumulate_site, delta_site, pool_delta, since};
 pub use devices::{device_views, keep_steps_of, name_drop_reasons, pool_netdevs, timeline_step};
 pub use interval::snapshot;
 pub use moved::moved_pools;

@@ -621,6 +621,19 @@ pub struct Frame {
     pub released: u64,
 }
 
+/// Per CPU: the page this CPU last saw leave a pool (`page_release`), for the single recycle
+/// whose exit follows on the same CPU: the page it was handed left the pool if it is the one
+/// marked, which the recycle otherwise learns by reading the page (a helper call). `on` is
+/// set by the agent once `page_release` is attached (before that no mark is made, and the
+/// recycle reads the page).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReleaseMark {
+    pub netmem: u64,
+    pub pool: u64,
+    pub on: u64,
+}
+
 #[cfg(feature = "user")]
 mod pod {
     // SAFETY: all of these are #[repr(C)] structs of integers and integer arrays, with no
@@ -639,4 +652,5 @@ mod pod {
     unsafe impl aya::Pod for super::PoolTeardown {}
     unsafe impl aya::Pod for super::DeviceIdentity {}
     unsafe impl aya::Pod for super::DropKey {}
+    unsafe impl aya::Pod for super::ReleaseMark {}
 }

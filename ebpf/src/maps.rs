@@ -6,7 +6,7 @@ use aya_ebpf::{
 };
 use ppscope_common::{
     site, site_stat, DeviceIdentity, DropKey, Frame, HotSlot, NapiHot, NapiSlot, PoolHot,
-    PoolIdentity, PoolRare, PoolTeardown, SiteStats, MAX_POOLS, NAPI_SLOTS,
+    PoolIdentity, PoolRare, PoolTeardown, ReleaseMark, SiteStats, MAX_POOLS, NAPI_SLOTS,
 };
 
 #[map]
@@ -95,3 +95,8 @@ pub(crate) static POOL_TEARDOWN: LruHashMap<u64, PoolTeardown> =
 /// ptr_ pointer and ... is not allowed", `fx_refill` refused in the VM lab).
 #[map]
 pub(crate) static LAST_POOL_FREE: Array<u64> = Array::with_max_entries(1, 0);
+
+/// The page each CPU last saw leave a pool, for the single recycle returning it (see
+/// `ReleaseMark`, and `pool::take_release_mark`).
+#[map]
+pub(crate) static RELEASE_MARK: PerCpuArray<ReleaseMark> = PerCpuArray::with_max_entries(1, 0);

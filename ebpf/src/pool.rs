@@ -7,7 +7,7 @@ use crate::{
     kmem::{driver_name, log2_bucket, now_ns, pool_netdev, read_field, PoolRead},
     maps::{
         HOT_SLOT, LAST_POOL_FREE, POOL_COUNTERS, POOL_IDENTITY, POOL_INSERTS, POOL_RARE,
-        SITE_STATS, ZERO_COUNTERS, ZERO_RARE,
+        RELEASE_MARK, SITE_STATS, ZERO_COUNTERS, ZERO_RARE,
     },
 };
 
@@ -505,6 +505,43 @@ pub(crate) fn file(r: &mut PoolRare, which: Hist, value: u64) {
             )
         };
     }
+}
+
+/// Notes on this CPU that `netmem` just left `pool` (see `ReleaseMark`).
+#[inline(always)]
+pub(crate) fn mark_released(pool: u64, netmem: u64) {
+    if let Some(m) = RELEASE_MARK.get_ptr_mut(0) {
+        // SAFETY: this CPU's element of a per-CPU array.
+        let m = unsafe { &mut *m };
+        if m.on != 0 {
+            m.netmem = netmem;
+            m.pool = pool;
+        }
+    }
+}
+
+/// Whether `netmem`, just handed to a single recycle of `pool` that is returning on this CPU,
+/// left the pool in it: the release tracepoint fired for it on this CPU inside the call
+/// (the mark is taken, so a later recycle of the page does not find it). None while the
+/// marks are off (`page_release` not attached): the caller reads the page instead.
+///
+/// What it may get wrong, and why that is rare: a release marked and the recycle's exit run
+/// on different CPUs (the task migrated inside the call, which needs a preemptible kernel and
+/// a recycle in process context), or a softirq's release between the mark and the exit
+/// overwriting it: the page is then counted as kept. Reading the page had neither, at a
+/// helper call for every recycle that did not keep it in the cache.
+#[inline(always)]
+pub(crate) fn take_release_mark(pool: u64, netmem: u64) -> Option<bool> {
+    // SAFETY: this CPU's element of a per-CPU array.
+    let m = unsafe { &mut *RELEASE_MARK.get_ptr_mut(0)? };
+    if m.on == 0 {
+        return None;
+    }
+    let released = m.netmem == netmem && m.pool == pool;
+    if released {
+        m.netmem = 0;
+    }
+    Some(released)
 }
 
 /// Ends a run in progress (if any) and files its length.

@@ -20,8 +20,9 @@ pub struct Coverage {
     pub recycle_bulk: bool,
     pub hold: bool,
     pub release: bool,
-    /// The alloc cache's layout and a page's `pp` are known: where a recycled page went (the
-    /// cache, the ring, or out of the pool) can be read after the recycle.
+    /// The alloc cache's layout is known, and a page that left the pool is told (by the
+    /// release marks, or by reading its `pp`): where a recycled page went (the cache, the
+    /// ring, or out of the pool) can be told after the recycle.
     pub cache_layout: bool,
     pub provider_alloc: bool,
     pub dontneed: bool,

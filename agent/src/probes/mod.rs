@@ -8,28 +8,35 @@
 //! - [`hooks`]: the table (one row per hook, one file per hook in `ebpf/src/hooks/`);
 //! - [`attach`]: trying a hook's backends in order;
 //! - [`modules`]: re-attaching hooks of kernel modules as they come and go;
-//! - [`read`]: the maps read into a [`crate::model::RawSample`].
+//! - [`read`]: the maps read into a [`crate::model::RawSample`];
+//! - [`kept`]: pools' records and identities taken from the last sample while nothing moved.
 use std::{
     collections::{HashMap, VecDeque},
     os::fd::OwnedFd,
     path::Path,
-    sync::{Arc, Mutex},
+    sync::Mutex,
 };
 
 use anyhow::{anyhow, Result};
-use aya::{programs::Program, Btf, Ebpf, EbpfLoader};
-use ppscope_common::ProbeConfig;
+use aya::{
+    maps::{PerCpuArray, PerCpuValues},
+    programs::Program,
+    Btf, Ebpf, EbpfLoader,
+};
+use ppscope_common::{ProbeConfig, ReleaseMark};
 
 mod attach;
 mod batch;
 mod hooks;
 mod hot_slot;
+mod kept;
 pub mod lab;
 mod modules;
 mod read;
 
 use attach::{attach_hook, load_error, unload_all, AttachContext, HookPrograms};
 use hooks::{programs_of, HOOKS};
+use kept::KeptRecords;
 use modules::{hooked_modules, loaded_modules, module_generation, ModuleGeneration};
 
 use crate::{
@@ -37,7 +44,7 @@ use crate::{
         btf::{self, KernelBtf, ResolvedField, VMLINUX_BTF},
         system::{self, Symbols},
     },
-    model::{ByAddr, Coverage, PoolHists, SourceFacts},
+    model::{Coverage, SourceFacts},
     snapshot::{Detail, Group, HookStatus},
 };
 
@@ -101,9 +108,9 @@ pub struct Probes {
     /// A module generation whose hooks could not be attached again because kallsyms or BTF
     /// could not be read: tried again every refresh, reported once.
     refresh_failed: HashMap<&'static str, Option<ModuleGeneration>>,
-    /// Each pool's histograms in the last sample, for the next to share while they do not
-    /// change (`RawPool::hists`).
-    last_hists: ByAddr<u64, Arc<PoolHists>>,
+    /// Each pool's record and identity as last read, taken again while its counts hold
+    /// still (see [`kept`]).
+    kept: KeptRecords,
 }
 
 impl Probes {
@@ -207,6 +214,10 @@ impl Probes {
         drop(ctx);
         give_back_freed_memory();
         let on = |name: &str| hooks.iter().any(|h| h.hook == name && h.attached());
+        // Only where a single recycle is hooked to take them (a mark costs every release);
+        // not fatal: without the marks a recycle reads the page to learn whether it left.
+        let marks =
+            on("recycle") && on("page_release") && switch_release_marks_on(&mut ebpf).is_ok();
         let coverage = Coverage {
             alloc: on("alloc"),
             refill: on("refill"),
@@ -215,13 +226,14 @@ impl Probes {
             recycle_bulk: on("recycle_bulk"),
             hold: on("page_hold"),
             release: on("page_release"),
+            // A page that left the pool is told by the release marks, else by its `pp`.
             cache_layout: [
                 config.offsets.pool_alloc_count,
                 config.offsets.pool_alloc_cache,
-                config.offsets.page_pp,
             ]
             .iter()
-            .all(|o| *o != ppscope_common::OFFSET_UNKNOWN),
+            .all(|o| *o != ppscope_common::OFFSET_UNKNOWN)
+                && (marks || config.offsets.page_pp != ppscope_common::OFFSET_UNKNOWN),
             provider_alloc: on("provider_alloc"),
             dontneed: on("devmem_dontneed"),
             devmem_free: on("devmem_free"),
@@ -252,7 +264,7 @@ impl Probes {
             backend: opts.backend,
             modules,
             refresh_failed: HashMap::new(),
-            last_hists: ByAddr::default(),
+            kept: KeptRecords::default(),
         })
     }
 
@@ -323,6 +335,23 @@ impl Probes {
         }
         changes
     }
+}
+
+/// Lets a single recycle learn from `page_release` which pages left the pool instead of
+/// reading each page (`ReleaseMark`): switched on once `page_release` is attached, as no mark
+/// is made before.
+fn switch_release_marks_on(ebpf: &mut Ebpf) -> Result<()> {
+    let map = ebpf
+        .map_mut("RELEASE_MARK")
+        .ok_or_else(|| anyhow!("map RELEASE_MARK missing from the object"))?;
+    let mut marks: PerCpuArray<_, ReleaseMark> = PerCpuArray::try_from(map)?;
+    let cpus = aya::util::nr_cpus().map_err(|(what, e)| anyhow!("{what}: {e}"))?;
+    let on = ReleaseMark {
+        on: 1,
+        ..ReleaseMark::default()
+    };
+    marks.set(0, PerCpuValues::try_from(vec![on; cpus])?, 0)?;
+    Ok(())
 }
 
 /// vmlinux BTF for the offsets (btf-rs) and for aya (loading, and the fentry/fexit attach

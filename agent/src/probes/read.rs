@@ -3,7 +3,7 @@ use std::{sync::Arc, time::Instant};
 
 use anyhow::{Context, Result};
 use aya::{
-    maps::{HashMap as BpfHashMap, IterableMap, Map, PerCpuArray, PerCpuHashMap},
+    maps::{HashMap as BpfHashMap, IterableMap, Map, MapError, PerCpuArray, PerCpuHashMap},
     Pod,
 };
 use ppscope_common::{
@@ -13,7 +13,9 @@ use ppscope_common::{
 
 use super::{
     batch::{self, PerCpuRows},
-    hot_slot, Probes,
+    hot_slot,
+    kept::{Kept, KeptRecords, Seen},
+    Probes,
 };
 use crate::model::{accumulate_site, ByAddr, PoolHists, ProgramRuntime, RawPool, RawSample};
 
@@ -31,35 +33,83 @@ impl Probes {
         // Sized once: growing it moved every pool's kilobyte of counters at each doubling.
         let mut pools: ByAddr<u64, RawPool> =
             ByAddr::with_capacity_and_hasher(rows.len(), Default::default());
+        let mut seen: ByAddr<u64, Seen> =
+            ByAddr::with_capacity_and_hasher(rows.len(), Default::default());
         for (pool, per_cpu) in rows.iter() {
             let entry = pools.entry(pool).or_default();
+            let s = seen.entry(pool).or_default();
             for c in per_cpu {
                 entry.counters.add_hot(c);
+                s.folds = s.folds.wrapping_add(c.fold_head);
+            }
+            s.counts = entry.counters;
+        }
+        drop(rows);
+        // Records and identities: taken from the last sample for the pools whose counts held
+        // still (`kept`), read for the others, pool by pool while they are few.
+        let mut stale = Vec::new();
+        for (pool, entry) in pools.iter_mut() {
+            match self.kept.unchanged(*pool, &seen[pool]) {
+                Some(k) => {
+                    entry.hists = k.hists.clone();
+                    entry.state = k.state;
+                    entry.identity = k.identity;
+                }
+                None => stale.push(*pool),
             }
         }
-        // Kept for the pools the counters know, as they are read (a pool's record is 1.3 KB:
-        // a copy of the whole map at 10,000 pools was the agent's largest allocation). A
-        // pool's histograms that did not change since the last sample are that sample's, shared
-        // (`RawPool::hists`).
-        let mut hists = ByAddr::with_capacity_and_hasher(pools.len(), Default::default());
-        each::<u64, PoolRare>(map("POOL_RARE")?, |pool, r| {
-            if let Some(entry) = pools.get_mut(&pool) {
-                let now = PoolHists::of(&r);
-                let shared = match self.last_hists.get(&pool) {
-                    Some(h) if **h == now => Arc::clone(h),
-                    _ => Arc::new(now),
+        // A pool's histograms that did not change since the last read are that read's,
+        // shared (`RawPool::hists`).
+        let take_record = |kept: &KeptRecords, entry: &mut RawPool, pool: u64, r: &PoolRare| {
+            let now = PoolHists::of(r);
+            entry.hists = Some(match kept.hists(pool) {
+                Some(h) if **h == now => Arc::clone(h),
+                _ => Arc::new(now),
+            });
+            entry.state = (r.state.known != 0).then_some(r.state);
+        };
+        if KeptRecords::read_whole(stale.len(), pools.len()) {
+            // Kept for the pools the counters know, as they are read (a copy of the whole
+            // map at 10,000 pools was the agent's largest allocation).
+            each::<u64, PoolRare>(map("POOL_RARE")?, |pool, r| {
+                if let Some(entry) = pools.get_mut(&pool) {
+                    take_record(&self.kept, entry, pool, &r);
+                }
+            })?;
+            each::<u64, PoolIdentity>(map("POOL_IDENTITY")?, |pool, id| {
+                if let Some(entry) = pools.get_mut(&pool) {
+                    entry.identity = Some(id);
+                }
+            })?;
+        } else {
+            let records: BpfHashMap<_, u64, PoolRare> = BpfHashMap::try_from(map("POOL_RARE")?)?;
+            let identities: BpfHashMap<_, u64, PoolIdentity> =
+                BpfHashMap::try_from(map("POOL_IDENTITY")?)?;
+            for pool in &stale {
+                let Some(entry) = pools.get_mut(pool) else {
+                    continue;
                 };
-                hists.insert(pool, Arc::clone(&shared));
-                entry.hists = Some(shared);
-                entry.state = (r.state.known != 0).then_some(r.state);
+                if let Some(r) = found(records.get(pool, 0))? {
+                    take_record(&self.kept, entry, *pool, &r);
+                }
+                entry.identity = found(identities.get(pool, 0))?;
             }
-        })?;
-        self.last_hists = hists;
-        each::<u64, PoolIdentity>(map("POOL_IDENTITY")?, |pool, id| {
-            if let Some(entry) = pools.get_mut(&pool) {
-                entry.identity = Some(id);
-            }
-        })?;
+        }
+        let known = pools.len();
+        self.kept.replace(
+            pools.iter().map(|(pool, e)| {
+                let kept = Kept {
+                    counts: e.counters,
+                    folds: 0,
+                    again: false,
+                    hists: e.hists.clone(),
+                    state: e.state,
+                    identity: e.identity,
+                };
+                (*pool, seen[pool], kept)
+            }),
+            known,
+        );
         each::<u64, u32>(map("GVE_POOL_QUEUE")?, |pool, queue| {
             if let Some(entry) = pools.get_mut(&pool) {
                 entry.gve_queue = Some(queue);
@@ -206,6 +256,15 @@ fn settled_slots<S: hot_slot::Slot + Pod>(map: &Map) -> Result<Vec<Vec<S>>> {
             Ok(copy)
         })
         .collect()
+}
+
+/// A lookup's value, None when the key is not there (evicted since the counters were read).
+fn found<V>(got: Result<V, MapError>) -> Result<Option<V>> {
+    match got {
+        Ok(v) => Ok(Some(v)),
+        Err(MapError::KeyNotFound) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Every entry of a hash map: in batches where the kernel does them ([`batch`]), else one by

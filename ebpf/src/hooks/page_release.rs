@@ -16,14 +16,16 @@ use ppscope_common::site;
 use crate::{
     frames::frame,
     kmem::{arg, PoolRead, Probed, Typed},
-    pool::{count_page, record_state, Hist},
+    pool::{count_page, mark_released, record_state, Hist},
 };
 
 /// Runs per page while the ring is full (a ring-full churn): the ring's state is read as the
 /// program can read the pool (`R`).
 #[inline(always)]
-fn on_release<R: PoolRead>(pool: u64) {
+fn on_release<R: PoolRead>(pool: u64, netmem: u64) {
     count_page!(pool, release_pages);
+    // For the single recycle this release may be part of (see `recycle`).
+    mark_released(pool, netmem);
     record_state::<R>(pool, false, Hist::ReleaseFill);
     // Tell an open bulk-recycle frame of this task that one of its pages left the pool (a
     // single recycle sees that by itself: see `recycle`).
@@ -36,26 +38,27 @@ fn on_release<R: PoolRead>(pool: u64) {
 
 #[kprobe]
 pub fn pp_release(ctx: ProbeContext) -> u32 {
-    on_release::<Probed>(arg(&ctx, 0));
+    on_release::<Probed>(arg(&ctx, 0), arg(&ctx, 1));
     0
 }
 
 #[fentry]
 pub fn fe_release(ctx: FEntryContext) -> u32 {
-    on_release::<Probed>(ctx.arg::<u64>(0));
+    on_release::<Probed>(ctx.arg::<u64>(0), ctx.arg::<u64>(1));
     0
 }
 
-// Raw tracepoint: the pool is argument 0 in every kernel's TP_PROTO.
+// Raw tracepoint: the pool is argument 0 in every kernel's TP_PROTO, the page (or netmem) 1.
 #[raw_tracepoint(tracepoint = "page_pool_state_release")]
 pub fn tp_state_release(ctx: RawTracePointContext) -> i32 {
-    on_release::<Probed>(ctx.arg::<u64>(0));
+    on_release::<Probed>(ctx.arg::<u64>(0), ctx.arg::<u64>(1));
     0
 }
 
-// The same tracepoint with typed arguments: `const struct page_pool *pool` is argument 0.
+// The same tracepoint with typed arguments: `const struct page_pool *pool` is argument 0, the
+// page (`netmem_ref` or `struct page *`) 1.
 #[btf_tracepoint(function = "page_pool_state_release")]
 pub fn tb_state_release(ctx: BtfTracePointContext) -> i32 {
-    on_release::<Typed>(ctx.arg::<u64>(0));
+    on_release::<Typed>(ctx.arg::<u64>(0), ctx.arg::<u64>(1));
     0
 }

@@ -4,10 +4,12 @@
 //! `fx_put_exit` alone (it sees the arguments), or kprobe `pp_put_entry` + kretprobe
 //! `pp_put_exit` (the entry keeps the arguments for the return).
 //!
-//! Where the page went is read from the kernel after the call: a page on top of the alloc
-//! cache was recycled directly (the common case in a pool's own NAPI, told without reading the
-//! page); otherwise a page that left the pool (ring full, or not recyclable) no longer names it
-//! (the kernel clears `pp` before handing it back), and one that names it is in the ring.
+//! Where the page went is learnt after the call. A page that left the pool (ring full, or not
+//! recyclable) went through `page_release` on this CPU inside the call, which marked it
+//! (`pool::take_release_mark`); a page on top of the alloc cache was recycled directly (the
+//! common case in a pool's own NAPI); any other is in the ring. Without the marks (no
+//! `page_release` hook) a page that left is told by reading it: the kernel clears its `pp`
+//! before handing it back.
 
 use aya_ebpf::{
     macros::{fexit, kprobe, kretprobe},
@@ -19,7 +21,7 @@ use crate::{
     config,
     frames::{close_frame, open_frame},
     kmem::{arg, read_field, PoolRead, Probed, Typed},
-    pool::{close_run, hot, Hist, Hot},
+    pool::{close_run, hot, take_release_mark, Hist, Hot},
 };
 
 /// Direct recycling pushes the page on top of the alloc cache, and nothing can pop it before
@@ -47,14 +49,23 @@ fn on_top_of_cache<R: PoolRead>(pool: u64, netmem: u64, o: &KernelOffsets) -> bo
 fn on_put_exit<R: PoolRead>(pool: u64, netmem: u64) {
     let cfg = config();
     let o = &cfg.offsets;
-    // The cache first: a page on top of it stayed, and its `pp` need not be read (one helper
-    // call where there were two, on the path most recycles take). Without `pp`'s offset
-    // nothing tells a page that left: counted as kept, and the agent shows ring_full as
-    // unknown (`Coverage::cache_layout`).
-    let cached = on_top_of_cache::<R>(pool, netmem, o);
-    let kept = cached
-        || o.page_pp == OFFSET_UNKNOWN
-        || read_field::<u64>(netmem & !1, o.page_pp) == Some(pool);
+    let (cached, kept) = match take_release_mark(pool, netmem) {
+        // Left the pool in this call: the release marked it (no read of the kernel at all).
+        Some(true) => (false, false),
+        // Kept: in the cache if on top of it, else in the ring (one helper call).
+        Some(false) => (on_top_of_cache::<R>(pool, netmem, o), true),
+        // No marks (page_release not attached): the cache first, as a page on top of it
+        // stayed and its `pp` need not be read. Without `pp`'s offset nothing tells a page
+        // that left: counted as kept, and the agent shows ring_full as unknown
+        // (`Coverage::cache_layout`).
+        None => {
+            let cached = on_top_of_cache::<R>(pool, netmem, o);
+            let kept = cached
+                || o.page_pp == OFFSET_UNKNOWN
+                || read_field::<u64>(netmem & !1, o.page_pp) == Some(pool);
+            (cached, kept)
+        }
+    };
     match hot(pool) {
         Some(Hot::Slot(s)) => {
             s.put_calls += 1;

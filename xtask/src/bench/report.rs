@@ -110,12 +110,17 @@ const AGENT_WHY: &str = "\
   ~1.4 KB a pool each, a kilobyte of it histograms) and the snapshot a scrape assembles. Since
   2026-12-02 a sample keeps a pool's 19 counts (`model::PoolCounts`) and its histograms apart,
   shared with the sample before while they do not change (`RawPool::hists`): 103.6 MB at
-  10,000 pools became 56.8 (29.8 → 23.8 at 1,000). POOL_RARE is still read whole at every
-  collection; reading only the pools whose rare events moved is what is left of that fix. CPU:
-  the median second is at the target and the mean above it, lifted by a few seconds at
-  10–15%; which work makes those seconds was not profiled in that run (a scrape every 15 s
-  assembles the snapshots then): `perf record` on the agent over those seconds is the next
-  step. Where the hooks
+  10,000 pools became 56.8 (29.8 → 23.8 at 1,000). CPU: the median second is at the
+  target and the mean about it. `perf record` on the agent over a minute of this benchmark
+  (2026-12-02) put a third of its time in the kernel's batch lookup and copy of the maps:
+  the rare-event records (1.3 KB a pool) and identities were read whole at every collection.
+  They are now taken from the last read while a pool's counts and folds hold still
+  (`agent/src/probes/kept.rs`; in this benchmark no pool's changed from one second to the
+  next once warm, so no record was read). Three runs of this row on this shared host, before
+  and after, gave a mean of 2.97, 3.20 and 4.15% (the last two with the change): the runs
+  differ by more than the change, so it is not shown to have helped here; the seconds at
+  10–15% (a scrape every 15 s assembling the snapshot of 10,000 pools) and the per-CPU
+  counters' read remain. Where the hooks
   make a profile (fentry or kprobe kernels, not this host) the advice window adds a minute of
   steps per pool: kept since 2026-12-01 as 32-bit deltas, 67 bytes a pool a step instead of
   158 (39 MiB at 10,000 pools instead of 92; `cargo test -p ppscope-agent --lib window`).
@@ -135,18 +140,20 @@ const PROBE_COST_WHY: &str = "\
   cache's count is now a plain load through the BTF-typed `struct page_pool *` argument
   (`kmem::Typed`: the verifier checks it against the kernel's BTF; the offset is a constant
   to it because it comes from the frozen read-only config, so no CO-RE is needed). Two reads
-  still go through `bpf_probe_read_kernel`, a helper call each, the largest cost under TCG:
-  the cache's top slot (an index known only at run time: the verifier refuses a typed load at
-  a variable offset) and the page's `pp` (the page arrives as a `netmem_ref`, a plain integer
-  to the verifier, which refuses a load through it). Since 2026-12-02 the top slot is read
-  first and a page found there is not read at all (it stayed): a direct recycle in the pool's
-  NAPI (XDP drop or redirect) takes one helper call, not two. This benchmark's traffic
-  (TCP received through virtio-net and through veth with `XDP_PASS`) frees its pages from
-  the socket, into the ring, where both reads remain: its ratio did not move (3.26× against
-  3.33× the run before, within the noise). The fix: tell where the page went
-  without reading the page (e.g. from the ring's producer index and the cache count read
-  before and after, both typed, where the kernel's fexit sees both), or a `tp_btf` tracepoint
-  that hands the page typed, where a kernel has one.
+  went through `bpf_probe_read_kernel`, a helper call each, the largest cost under TCG: the
+  cache's top slot (an index known only at run time: the verifier refuses a typed load at a
+  variable offset) and the page's `pp` (the page arrives as a `netmem_ref`, a plain integer
+  to the verifier, which refuses a load through it). This benchmark's traffic (TCP received
+  through virtio-net and through veth with `XDP_PASS`) frees its pages from the socket into
+  the ring, where both reads were made (3.26× and 3.33× in two full runs). Since 2026-12-02
+  the page is not read: a page that left the pool went through `page_release` on the same
+  CPU inside the call, which marks it (`RELEASE_MARK`, on when both hooks are attached), so a
+  release costs the recycle no read and a page kept costs one (the top slot). A quick run
+  (one window, not kept in this table) gave 2.49× against the empty fexit. What is left is
+  that one helper read and the slot; removing it needs the cache's top slot at a constant
+  offset (a kernel that hands the page typed, e.g. a `tp_btf` tracepoint on the recycle) or
+  the cache count read before and after the call (an fentry program more, which costs as much
+  as the read under TCG).
 - `page_hold`, `page_release` (host tracepoints): `page_release` now runs as `tp_btf`
   (`tb_state_release`) where the kernel allows tracing programs, this host included (it
   refuses fentry, not `tp_btf`): the pool arrives typed and the ring's state is plain loads;

@@ -205,6 +205,19 @@ fn doctor_explains_this_kernel() {
     let hooks = v["hooks"].as_array().unwrap();
     let hook = |name: &str| hooks.iter().find(|h| h["hook"] == name).unwrap().clone();
     assert_eq!(hook("page_hold")["backend"], "tracepoint");
+    // What attaching it took, where a slow start went: this kernel (6.18) says how many
+    // instructions its verifier walked.
+    let load = &hook("page_hold")["load"];
+    assert!(load["ms"].as_f64().is_some_and(|ms| ms > 0.0), "{load}");
+    assert!(
+        load["verified_insns"].as_u64().is_some_and(|n| n > 0),
+        "{load}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.trim_start().starts_with("page_hold") && l.contains("ms; verifier: ")),
+        "{text}"
+    );
     // Which figure comes from where, at each detail level (doctor runs full by default).
     assert_eq!(v["detail"], "full", "{v:#}");
     let figures = v["figures"].as_array().unwrap();

@@ -165,6 +165,7 @@ fn a_light_source_says_its_detail_and_what_it_left_off() {
                 targets: vec![],
                 reasons: vec![reason.into()],
                 loses: "".into(),
+                load: None,
             },
         );
     }

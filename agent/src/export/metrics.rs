@@ -589,6 +589,7 @@ mod tests {
                     targets: vec![],
                     reasons: vec![reason.into()],
                     loses: "".into(),
+                    load: None,
                 },
             );
         }
@@ -630,6 +631,7 @@ mod tests {
                 targets: vec![],
                 reasons: vec![LEFT_OFF_LIGHT.into()],
                 loses: "".into(),
+                load: None,
             },
         );
         let (t, _) = render(&s, &SelfStats::default(), Format::Prometheus, 100);

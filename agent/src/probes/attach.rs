@@ -1,6 +1,6 @@
 //! Attaching one hook: its backends tried in order (fentry/fexit, kprobes, tracepoints, or
 //! the one `--backend` forces), each failure kept as a reason.
-use std::{borrow::Cow, path::Path};
+use std::{borrow::Cow, path::Path, time::Instant};
 
 use anyhow::{anyhow, Context, Result};
 use aya::{
@@ -9,7 +9,7 @@ use aya::{
 };
 
 use super::{
-    hooks::{FentryDef, HookDef, KprobeDef, TracepointDef},
+    hooks::{all_programs, FentryDef, HookDef, KprobeDef, TracepointDef},
     BackendChoice,
 };
 use crate::{
@@ -17,7 +17,7 @@ use crate::{
         btf::KernelBtf,
         system::{self, Symbols},
     },
-    snapshot::{Backend, HookStatus, MODULE_NOT_LOADED},
+    snapshot::{Backend, HookLoad, HookStatus, MODULE_NOT_LOADED},
 };
 
 /// What the attach steps read from the kernel (kallsyms, BTF), read once per attach round.
@@ -64,7 +64,45 @@ pub(super) fn load_error(e: &aya::EbpfError) -> anyhow::Error {
     }
 }
 
+/// Attaches a hook (see [`attach_first_backend`]) and says what that took (`HookLoad`).
 pub(super) fn attach_hook(
+    ebpf: &mut impl Programs,
+    def: &HookDef,
+    choice: BackendChoice,
+    ctx: &AttachContext,
+) -> HookStatus {
+    let started = Instant::now();
+    let mut status = attach_first_backend(ebpf, def, choice, ctx);
+    if !status.module_absent() {
+        let verified_insns = if status.attached() {
+            verified_insns(ebpf, def)
+        } else {
+            None
+        };
+        status.load = Some(HookLoad {
+            ms: started.elapsed().as_secs_f64() * 1e3,
+            verified_insns,
+        });
+    }
+    status
+}
+
+/// The instructions the verifier walked for a hook's loaded programs, summed (None where the
+/// kernel does not say: before 5.16).
+fn verified_insns(ebpf: &mut impl Programs, def: &HookDef) -> Option<u64> {
+    let counts: Vec<u64> = all_programs(def)
+        .into_iter()
+        .filter_map(|name| {
+            let info = ebpf.program_mut(name)?.info().ok()?;
+            info.verified_instruction_count().map(u64::from)
+        })
+        .collect();
+    (!counts.is_empty()).then(|| counts.iter().sum())
+}
+
+/// The hook's backends in order (or the one `--backend` forces) until one attaches, each
+/// failure kept as a reason.
+fn attach_first_backend(
     ebpf: &mut impl Programs,
     def: &HookDef,
     choice: BackendChoice,
@@ -77,6 +115,7 @@ pub(super) fn attach_hook(
         targets: Vec::new(),
         reasons: Vec::new(),
         loses: Cow::Borrowed(def.loses),
+        load: None,
     };
     if let Some(module) = def.module {
         let present = def

@@ -431,6 +431,7 @@ pub(super) fn left_off_status(def: &HookDef) -> HookStatus {
         targets: Vec::new(),
         reasons: vec![LEFT_OFF_LIGHT.to_string()],
         loses: Cow::Borrowed(def.loses),
+        load: None,
     }
 }
 

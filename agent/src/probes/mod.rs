@@ -480,6 +480,7 @@ mod tests {
             targets: vec![],
             reasons: reasons.iter().map(|r| r.to_string()).collect(),
             loses: "".into(),
+            load: None,
         };
         let a = hook(
             "alloc",

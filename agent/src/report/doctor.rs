@@ -4,7 +4,7 @@ use std::fmt::Write;
 use crate::{
     host::{btf::ResolvedField, btf::VMLINUX_BTF, netlink::NetlinkSample, system},
     model::SourceFacts,
-    snapshot::Backend,
+    snapshot::{Backend, HookLoad},
 };
 
 /// The report as a JSON object: the same backend lines as the text, then every hook and field.
@@ -194,6 +194,18 @@ fn figure_sources(facts: &SourceFacts, kernel_stats: bool) -> Vec<FigureSource> 
     ]
 }
 
+/// What attaching a hook took, as a doctor line ends: where a slow start went.
+fn load_note(load: Option<HookLoad>) -> String {
+    match load {
+        Some(HookLoad {
+            ms,
+            verified_insns: Some(n),
+        }) => format!(" (attached in {ms:.0} ms; verifier: {n} instructions)"),
+        Some(HookLoad { ms, .. }) => format!(" (attached in {ms:.0} ms)"),
+        None => String::new(),
+    }
+}
+
 /// The report as text: the sources of numbers, then each hook, then the kernel fields read
 /// from BTF.
 pub fn text(facts: &SourceFacts, fields: &[ResolvedField], netlink: &NetlinkSample) -> String {
@@ -217,10 +229,11 @@ pub fn text(facts: &SourceFacts, fields: &[ResolvedField], netlink: &NetlinkSamp
         let _ = match h.backend {
             Some(b) => writeln!(
                 out,
-                "  {:<15} {:<11} {}",
+                "  {:<15} {:<11} {}{}",
                 h.hook,
                 format!("{b:?}").to_lowercase(),
-                h.targets.join(", ")
+                h.targets.join(", "),
+                load_note(h.load)
             ),
             None => writeln!(
                 out,
@@ -266,6 +279,7 @@ mod tests {
                 .into_iter()
                 .collect(),
             loses: "".into(),
+            load: None,
         }
     }
 
@@ -369,5 +383,32 @@ mod tests {
         );
         assert!(t.contains("this run: light"), "{t}");
         assert!(t.contains("alloc           left off"), "{t}");
+    }
+
+    #[test]
+    fn each_attached_hook_says_what_attaching_it_took() {
+        let fe = Some(Backend::Fentry);
+        let mut f = facts(Detail::Full, fe, fe);
+        f.hooks[2].load = Some(HookLoad {
+            ms: 249.6,
+            verified_insns: Some(1986),
+        });
+        f.hooks[3].load = Some(HookLoad {
+            ms: 12.0,
+            verified_insns: None,
+        });
+        let t = text(&f, &[], &NetlinkSample::default());
+        let line = |hook: &str| {
+            t.lines()
+                .find(|l| l.trim_start().starts_with(hook))
+                .unwrap_or_else(|| panic!("no {hook} line in {t}"))
+                .to_string()
+        };
+        assert!(
+            line("refill").ends_with("(attached in 250 ms; verifier: 1986 instructions)"),
+            "{t}"
+        );
+        assert!(line("slow_path").ends_with("(attached in 12 ms)"), "{t}");
+        assert!(!line("alloc").contains("attached in"), "{t}");
     }
 }

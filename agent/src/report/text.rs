@@ -503,6 +503,7 @@ mod tests {
             targets: vec![],
             reasons: vec![],
             loses: "".into(),
+            load: None,
         };
         let mut s = Snapshot::with_pools(
             "k",

@@ -40,6 +40,19 @@ pub struct HookStatus {
     pub reasons: Vec<String>,
     /// What is lost while the hook is missing.
     pub loses: Cow<'static, str>,
+    /// What attaching it took (None: not tried here, or a recording of an earlier version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<HookLoad>,
+}
+
+/// What attaching one hook took at start-up: `doctor` shows it, so that a slow start can be
+/// traced to the hooks (and the verifier's work on them) that make it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HookLoad {
+    /// Wall time loading (verifying) and attaching, over every backend tried.
+    pub ms: f64,
+    /// Instructions the verifier walked for the programs attached (kernel ≥ 5.16), summed.
+    pub verified_insns: Option<u64>,
 }
 
 impl HookStatus {

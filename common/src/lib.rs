@@ -623,14 +623,18 @@ pub struct Frame {
 
 /// Per CPU: the page this CPU last saw leave a pool (`page_release`), for the single recycle
 /// whose exit follows on the same CPU: the page it was handed left the pool if it is the one
-/// marked, which the recycle otherwise learns by reading the page (a helper call). `on` is
-/// set by the agent once `page_release` is attached (before that no mark is made, and the
-/// recycle reads the page).
+/// marked and the pool took no page in since (`holds`: a page that left and came back into
+/// the pool came through a hold; a mark it left then is an old one). The recycle otherwise
+/// learns it by reading the page (a helper call). `on` is set by the agent once both
+/// `recycle` and `page_release` (on its tracepoint, which fires for every page leaving) are
+/// attached; until then no mark is made and the recycle reads the page.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ReleaseMark {
     pub netmem: u64,
     pub pool: u64,
+    /// The pool's `pages_state_hold_cnt` at the release.
+    pub holds: u64,
     pub on: u64,
 }
 

@@ -507,23 +507,28 @@ pub(crate) fn file(r: &mut PoolRare, which: Hist, value: u64) {
     }
 }
 
-/// Notes on this CPU that `netmem` just left `pool` (see `ReleaseMark`).
+/// Notes on this CPU that `netmem` just left `pool`, with the pool's pages taken in so far
+/// (see `ReleaseMark`), read as the program can read the pool (`R`).
 #[inline(always)]
-pub(crate) fn mark_released(pool: u64, netmem: u64) {
+pub(crate) fn mark_released<R: PoolRead>(pool: u64, netmem: u64) {
     if let Some(m) = RELEASE_MARK.get_ptr_mut(0) {
         // SAFETY: this CPU's element of a per-CPU array.
         let m = unsafe { &mut *m };
         if m.on != 0 {
             m.netmem = netmem;
             m.pool = pool;
+            m.holds =
+                R::field::<u32>(pool, config().offsets.pool_hold_cnt).map_or(u64::MAX, u64::from);
         }
     }
 }
 
 /// Whether `netmem`, just handed to a single recycle of `pool` that is returning on this CPU,
-/// left the pool in it: the release tracepoint fired for it on this CPU inside the call
-/// (the mark is taken, so a later recycle of the page does not find it). None while the
-/// marks are off (`page_release` not attached): the caller reads the page instead.
+/// left the pool in it: `page_release` marked it on this CPU ([`mark_released`]) and the
+/// pool took no page in since (else the mark may be an old one: the page left before and
+/// came back). The mark is taken either way. None when that cannot be told from the mark (the
+/// marks are off, or the pool took pages in since: another CPU's allocation may have raced
+/// this call's release): the caller reads the page instead.
 ///
 /// What it may get wrong, and why that is rare: a release marked and the recycle's exit run
 /// on different CPUs (the task migrated inside the call, which needs a preemptible kernel and
@@ -531,17 +536,18 @@ pub(crate) fn mark_released(pool: u64, netmem: u64) {
 /// overwriting it: the page is then counted as kept. Reading the page had neither, at a
 /// helper call for every recycle that did not keep it in the cache.
 #[inline(always)]
-pub(crate) fn take_release_mark(pool: u64, netmem: u64) -> Option<bool> {
+pub(crate) fn take_release_mark<R: PoolRead>(pool: u64, netmem: u64) -> Option<bool> {
     // SAFETY: this CPU's element of a per-CPU array.
     let m = unsafe { &mut *RELEASE_MARK.get_ptr_mut(0)? };
     if m.on == 0 {
         return None;
     }
-    let released = m.netmem == netmem && m.pool == pool;
-    if released {
-        m.netmem = 0;
+    if m.netmem != netmem || m.pool != pool {
+        return Some(false);
     }
-    Some(released)
+    m.netmem = 0;
+    let holds = R::field::<u32>(pool, config().offsets.pool_hold_cnt)?;
+    (u64::from(holds) == m.holds).then_some(true)
 }
 
 /// Ends a run in progress (if any) and files its length.

@@ -45,7 +45,7 @@ use crate::{
         system::{self, Symbols},
     },
     model::{Coverage, SourceFacts},
-    snapshot::{Detail, Group, HookStatus},
+    snapshot::{Backend, Detail, Group, HookStatus},
 };
 
 /// The eBPF object built by `agent/build.rs` from `ebpf/`.
@@ -214,10 +214,15 @@ impl Probes {
         drop(ctx);
         give_back_freed_memory();
         let on = |name: &str| hooks.iter().any(|h| h.hook == name && h.attached());
-        // Only where a single recycle is hooked to take them (a mark costs every release);
-        // not fatal: without the marks a recycle reads the page to learn whether it left.
-        let marks =
-            on("recycle") && on("page_release") && switch_release_marks_on(&mut ebpf).is_ok();
+        // Only where a single recycle is hooked to take them (a mark costs every release),
+        // and `page_release` is on its tracepoint: the function its fallbacks hook is not
+        // every way a page leaves on every kernel (6.0-6.5 release non-recyclable pages
+        // through `page_pool_release_page`; a static function may be inlined). Not fatal:
+        // without the marks a recycle reads the page to learn whether it left.
+        let release_traced = hooks
+            .iter()
+            .any(|h| h.hook == "page_release" && h.backend == Some(Backend::Tracepoint));
+        let marks = on("recycle") && release_traced && switch_release_marks_on(&mut ebpf).is_ok();
         let coverage = Coverage {
             alloc: on("alloc"),
             refill: on("refill"),
@@ -338,8 +343,8 @@ impl Probes {
 }
 
 /// Lets a single recycle learn from `page_release` which pages left the pool instead of
-/// reading each page (`ReleaseMark`): switched on once `page_release` is attached, as no mark
-/// is made before.
+/// reading each page (`ReleaseMark`): switched on once both are attached, as no mark is made
+/// before.
 fn switch_release_marks_on(ebpf: &mut Ebpf) -> Result<()> {
     let map = ebpf
         .map_mut("RELEASE_MARK")

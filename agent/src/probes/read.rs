@@ -14,7 +14,7 @@ use ppscope_common::{
 use super::{
     batch::{self, PerCpuRows},
     hot_slot,
-    kept::{Kept, KeptRecords, Seen},
+    kept::{KeptRecords, Records, Seen},
     Probes,
 };
 use crate::model::{accumulate_site, ByAddr, PoolHists, ProgramRuntime, RawPool, RawSample};
@@ -50,10 +50,10 @@ impl Probes {
         let mut stale = Vec::new();
         for (pool, entry) in pools.iter_mut() {
             match self.kept.unchanged(*pool, &seen[pool]) {
-                Some(k) => {
-                    entry.hists = k.hists.clone();
-                    entry.state = k.state;
-                    entry.identity = k.identity;
+                Some(r) => {
+                    entry.hists = r.hists.clone();
+                    entry.state = r.state;
+                    entry.identity = r.identity;
                 }
                 None => stale.push(*pool),
             }
@@ -68,9 +68,16 @@ impl Probes {
             });
             entry.state = (r.state.known != 0).then_some(r.state);
         };
-        if KeptRecords::read_whole(stale.len(), pools.len()) {
-            // Kept for the pools the counters know, as they are read (a copy of the whole
-            // map at 10,000 pools was the agent's largest allocation).
+        let whole = self.kept.read_whole(stale.len(), pools.len());
+        if whole {
+            // Every pool read again (one the maps no longer hold has none), kept for the
+            // pools the counters know as they are read (a copy of the whole map at 10,000
+            // pools was the agent's largest allocation).
+            for entry in pools.values_mut() {
+                entry.hists = None;
+                entry.state = None;
+                entry.identity = None;
+            }
             each::<u64, PoolRare>(map("POOL_RARE")?, |pool, r| {
                 if let Some(entry) = pools.get_mut(&pool) {
                     take_record(&self.kept, entry, pool, &r);
@@ -98,17 +105,15 @@ impl Probes {
         let known = pools.len();
         self.kept.replace(
             pools.iter().map(|(pool, e)| {
-                let kept = Kept {
-                    counts: e.counters,
-                    folds: 0,
-                    again: false,
+                let records = Records {
                     hists: e.hists.clone(),
                     state: e.state,
                     identity: e.identity,
                 };
-                (*pool, seen[pool], kept)
+                (*pool, seen[pool], records)
             }),
             known,
+            whole,
         );
         each::<u64, u32>(map("GVE_POOL_QUEUE")?, |pool, queue| {
             if let Some(entry) = pools.get_mut(&pool) {

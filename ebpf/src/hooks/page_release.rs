@@ -25,10 +25,10 @@ use crate::{
 fn on_release<R: PoolRead>(pool: u64, netmem: u64) {
     count_page!(pool, release_pages);
     // For the single recycle this release may be part of (see `recycle`).
-    mark_released(pool, netmem);
+    mark_released::<R>(pool, netmem);
     record_state::<R>(pool, false, Hist::ReleaseFill);
     // Tell an open bulk-recycle frame of this task that one of its pages left the pool (a
-    // single recycle sees that by itself: see `recycle`).
+    // single recycle learns it from the mark above).
     if let Some(f) = frame(site::BULK) {
         if f.pid_tgid == bpf_get_current_pid_tgid() && f.pool == pool {
             f.released += 1;

@@ -45,16 +45,19 @@ macro_rules! count_refill {
 /// Counted in the CPU's slot, as the per-page hooks count (`pool::hot`): refills are light's
 /// most frequent event, and a hash lookup each was a fifth of its cost. The ring's state, its
 /// fill and the empty-ring run go to the pool's rare-event record: one lookup for the three.
+///
+/// The pool's counts are found first: the verifier walks everything after a branch once per
+/// way it went, and the lookup is most of the program (see `recycle`).
 #[inline(always)]
 fn on_refill_exit<R: PoolRead>(pool: u64, got: u64) {
+    let Some(mut hot) = hot_unnamed(pool) else {
+        return;
+    };
     let rare = record_state::<R>(pool, got == 0, Hist::Fill);
     let left = if got == 0 {
         0
     } else {
         R::field::<u32>(pool, config().offsets.pool_alloc_count).unwrap_or(0) as u64
-    };
-    let Some(mut hot) = hot_unnamed(pool) else {
-        return;
     };
     let ended_run = match &mut hot {
         Hot::Slot(s) => count_refill!(s, got, left),

@@ -146,11 +146,15 @@ const PROBE_COST_WHY: &str = "\
   to the verifier, which refuses a load through it). This benchmark's traffic (TCP received
   through virtio-net and through veth with `XDP_PASS`) frees its pages from the socket into
   the ring, where both reads were made (3.26× and 3.33× in two full runs). Since 2026-12-02
-  the page is not read: a page that left the pool went through `page_release` on the same
-  CPU inside the call, which marks it (`RELEASE_MARK`, on when both hooks are attached), so a
-  release costs the recycle no read and a page kept costs one (the top slot). A quick run
-  (one window, not kept in this table) gave 2.49× against the empty fexit. What is left is
-  that one helper read and the slot; removing it needs the cache's top slot at a constant
+  the page is not read: a page that left the pool went through the `page_release`
+  tracepoint on the same CPU inside the call, whose program marks it (`RELEASE_MARK`, on when
+  the recycle is hooked and `page_release` is on its tracepoint; a mark counts while the pool
+  took no page in since), so a release costs the recycle no read and a page kept one (the
+  top slot). The run of that tree above gave 3.04× (3.19× the full run before): the read it
+  removed was not most of the body's cost under TCG. The kprobe pair went from 3.61× to
+  4.41× in the same runs, with its empty pair's own spread at 567–819 ns: not read as a
+  change either way. What is left is the slot, the ring-full run's histogram when a run
+  ends, and the top slot's helper read; removing that needs the cache's top slot at a constant
   offset (a kernel that hands the page typed, e.g. a `tp_btf` tracepoint on the recycle) or
   the cache count read before and after the call (an fentry program more, which costs as much
   as the read under TCG).
@@ -230,10 +234,17 @@ const STARTUP_WHY: &str = "\
   kallsyms keeping only the functions the hooks name; the refill's device check written once
   (`fx_refill` 3,018 → 1,986 instructions, verified in 0.25 s instead of 0.55–1 s) and one
   copy of the identity read per program. The first hook now starts 0.45 s after exec,
-  bounded by kallsyms; the rest is the verifier, so what would shorten it further is fewer
-  and smaller programs (the identity read is still inlined into every program that may see a
-  pool first: a BPF global function would be verified once) and the symbols read only by the
-  hooks that need them (tracepoints could attach while kallsyms is read).
+  bounded by kallsyms; the rest is the verifier. `ppscope doctor` now says per hook what
+  attaching took and the instructions the verifier walked (2026-12-02, `--backend fentry`
+  in the lab): the recycle 59,544 (1.6 s; 47,001 before its release marks), the refill
+  38,537 (1.0 s), and every program that may see a pool first 11,000–15,000 for its pool
+  lookup and identity read. The verifier walks what follows a branch once per way it went:
+  looking the pool up before branching brought the recycle to 17,577 (0.5 s), the refill to
+  26,672 and the slow path to 13,381, the whole of `--backend fentry` from 212,518 to
+  169,576. What is left is that lookup in each program (a BPF global function is verified
+  once per program that calls it, and each calls it once: fewer programs would help, not
+  that) and the symbols read only by the hooks that need them (tracepoints could attach
+  while kallsyms is read).
 ";
 
 fn cmd(prog: &str, args: &[&str]) -> String {

@@ -116,8 +116,9 @@ const AGENT_WHY: &str = "\
   the rare-event records (1.3 KB a pool) and identities were read whole at every collection.
   They are now taken from the last read while a pool's counts and folds hold still
   (`agent/src/probes/kept.rs`; in this benchmark no pool's changed from one second to the
-  next once warm, so no record was read). Three runs of this row on this shared host, before
-  and after, gave a mean of 2.97, 3.20 and 4.15% (the last two with the change): the runs
+  next once warm, so the records are read at the first sample and, since a review, whole
+  every 60 samples, which those runs did not yet do). Three runs of this row on this shared
+  host, before and after, gave a mean of 2.97, 3.20 and 4.15% (the last two with the change): the runs
   differ by more than the change, so it is not shown to have helped here; the seconds at
   10–15% (a scrape every 15 s assembling the snapshot of 10,000 pools) and the per-CPU
   counters' read remain. Where the hooks
@@ -151,9 +152,10 @@ const PROBE_COST_WHY: &str = "\
   the recycle is hooked and `page_release` is on its tracepoint; a mark counts while the pool
   took no page in since), so a release costs the recycle no read and a page kept one (the
   top slot). The run of that tree above gave 3.04× (3.19× the full run before): the read it
-  removed was not most of the body's cost under TCG. The kprobe pair went from 3.61× to
-  4.41× in the same runs, with its empty pair's own spread at 567–819 ns: not read as a
-  change either way. What is left is the slot, the ring-full run's histogram when a run
+  removed was not most of the body's cost under TCG. The kprobe row runs `--backend kprobe`,
+  which puts `page_release` on its kprobe: the marks are off there and its recycle reads the
+  page as before (3.61× the run before, 4.41× this one, with its empty pair's own spread at
+  567–819 ns: noise, not a change). What is left is the slot, the ring-full run's histogram when a run
   ends, and the top slot's helper read; removing that needs the cache's top slot at a constant
   offset (a kernel that hands the page typed, e.g. a `tp_btf` tracepoint on the recycle) or
   the cache count read before and after the call (an fentry program more, which costs as much
@@ -236,12 +238,12 @@ const STARTUP_WHY: &str = "\
   copy of the identity read per program. The first hook now starts 0.45 s after exec,
   bounded by kallsyms; the rest is the verifier. `ppscope doctor` now says per hook what
   attaching took and the instructions the verifier walked (2026-12-02, `--backend fentry`
-  in the lab): the recycle 59,544 (1.6 s; 47,001 before its release marks), the refill
-  38,537 (1.0 s), and every program that may see a pool first 11,000–15,000 for its pool
-  lookup and identity read. The verifier walks what follows a branch once per way it went:
-  looking the pool up before branching brought the recycle to 17,577 (0.5 s), the refill to
-  26,672 and the slow path to 13,381, the whole of `--backend fentry` from 212,518 to
-  169,576. What is left is that lookup in each program (a BPF global function is verified
+  in the lab): the recycle 59,544 with its release marks (1.6 s; 47,001 before them, in
+  0214671), the refill 38,537 (1.0 s), and each hook whose programs may see a pool first
+  11,000–15,000 for its pool lookup and identity read. The verifier walks what follows a
+  branch once per way it went: looking the pool up before branching brought the recycle to
+  17,577 (0.5 s), the refill to 26,672 and the slow path to 13,381 (from 15,651); the whole
+  of `--backend fentry` went from 212,518 in 0214671 to 169,576. What is left is that lookup in each program (a BPF global function is verified
   once per program that calls it, and each calls it once: fewer programs would help, not
   that) and the symbols read only by the hooks that need them (tracepoints could attach
   while kallsyms is read).

@@ -129,13 +129,45 @@ pub struct ProbeConfig {
     pub only_ifindex: u32,
     /// `SKB_CONSUMED` in `enum skb_drop_reason` (a normal free, not a drop); u32::MAX unknown.
     pub skb_consumed_reason: u32,
+    /// What `bpf_rdonly_cast` casts to (see [`CastTypes`]).
+    pub cast: CastTypes,
 }
+
+/// The kernel's BTF ids of the types the programs cast untyped kernel pointers to with the
+/// `bpf_rdonly_cast` kfunc (Linux 6.2+): a field of the object is then one load the kernel
+/// makes fault-safe, where `bpf_probe_read_kernel` is a helper call (the largest part of a
+/// recycle's cost in the VM lab). 0: not cast (the kernel lacks the kfunc, or its BTF the
+/// type): read through the helper. The agent sets them only after rewriting the object's
+/// marked calls (see [`RDONLY_CAST_MARKER`]) into calls of the kfunc.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CastTypes {
+    /// `struct page_pool`.
+    pub page_pool: u32,
+    /// `struct page` (a netmem's `pp` is read through it, as the kernel reads a net_iov's).
+    pub page: u32,
+}
+
+impl CastTypes {
+    pub const NONE: Self = Self {
+        page_pool: 0,
+        page: 0,
+    };
+}
+
+/// The immediate of the BPF helper call that stands for `bpf_rdonly_cast` in the eBPF object.
+/// Neither aya nor bpf-linker relocates kfunc calls, so the programs call this (no helper has
+/// this number) and the agent rewrites each such call before load: into a call of the kfunc by
+/// its BTF id in the running kernel, or into `r0 = r1` where the kernel lacks it (the code
+/// that would use the cast is then dead to the verifier: [`CastTypes`] are 0).
+pub const RDONLY_CAST_MARKER: i32 = 0x7ead_ca57;
 
 impl ProbeConfig {
     pub const DEFAULT: Self = Self {
         offsets: KernelOffsets::UNKNOWN,
         only_ifindex: 0,
         skb_consumed_reason: u32::MAX,
+        cast: CastTypes::NONE,
     };
 }
 

@@ -5,7 +5,7 @@ use aya_ebpf::{
     helpers::{bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes},
     programs::ProbeContext,
 };
-use ppscope_common::{DeviceIdentity, LATENCY_BUCKETS, OFFSET_UNKNOWN};
+use ppscope_common::{DeviceIdentity, LATENCY_BUCKETS, OFFSET_UNKNOWN, RDONLY_CAST_MARKER};
 
 use crate::config;
 
@@ -26,15 +26,53 @@ pub(crate) trait PoolRead {
     fn field<T>(pool: u64, offset: u32) -> Option<T>;
 }
 
-/// Through `bpf_probe_read_kernel`: any address (kprobes, raw tracepoints, a pool taken from
-/// a frame), one helper call per read.
+/// A pool that is a plain number to the verifier (kprobes, raw tracepoints, a pool taken from
+/// a frame): cast to `struct page_pool` where the kernel has `bpf_rdonly_cast` (one load a
+/// field, see [`read_cast`]), else one `bpf_probe_read_kernel` helper call a field.
 pub(crate) struct Probed;
 
 impl PoolRead for Probed {
     #[inline(always)]
     fn field<T>(pool: u64, offset: u32) -> Option<T> {
-        read_field(pool, offset)
+        read_cast(pool, config().cast.page_pool, offset)
     }
+}
+
+/// `bpf_rdonly_cast(obj, btf_id)`: `obj` as an untrusted pointer to the kernel's type
+/// `btf_id`, through which the verifier allows plain loads of that type's fields (each a load
+/// the kernel makes fault-safe, as for `Typed`). The verifier makes the call itself a register
+/// move. Only called where `btf_id` is not 0, which the agent sets only after rewriting this
+/// call into the kfunc's (see `RDONLY_CAST_MARKER`); with 0 the code is dead to the verifier.
+#[inline(always)]
+fn rdonly_cast(obj: u64, btf_id: u32) -> u64 {
+    // SAFETY: a BPF call instruction with the marker as its number (how aya-ebpf calls every
+    // helper); the agent rewrites it before load into the kfunc's call, whose contract
+    // (any value in, the same value out as a typed pointer) this signature states.
+    unsafe {
+        let f: unsafe extern "C" fn(u64, u32) -> u64 =
+            core::mem::transmute(RDONLY_CAST_MARKER as usize);
+        f(obj, btf_id)
+    }
+}
+
+/// A `T` at `base + offset`, where `base` points to a kernel object of BTF type `btf_id`
+/// (`CastTypes`): one load through [`rdonly_cast`]; through the helper when `btf_id` is 0.
+/// `None` when the offset is unknown or `base` is 0. The offset must fall inside the type (the
+/// verifier checks it against the kernel's BTF and refuses the program otherwise); `base` may
+/// be moved within an array of the type (the top slot of the alloc cache is read as the cache
+/// of a pool `8 * index` bytes further on).
+#[inline(always)]
+pub(crate) fn read_cast<T>(base: u64, btf_id: u32, offset: u32) -> Option<T> {
+    if btf_id == 0 {
+        return read_field(base, offset);
+    }
+    if base == 0 || offset == OFFSET_UNKNOWN {
+        return None;
+    }
+    let typed = rdonly_cast(base, btf_id);
+    // SAFETY: an untrusted typed pointer: the verifier checks the access against the type and
+    // the kernel turns a fault into a read of 0.
+    Some(unsafe { core::ptr::read_volatile((typed + offset as u64) as *const T) })
 }
 
 /// A plain load through the BTF-typed `struct page_pool *` an fentry/fexit program is handed:

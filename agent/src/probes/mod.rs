@@ -27,6 +27,7 @@ use ppscope_common::{ProbeConfig, ReleaseMark};
 
 mod attach;
 mod batch;
+mod cast;
 mod hooks;
 mod hot_slot;
 mod kept;
@@ -183,6 +184,10 @@ impl Probes {
         }
         let drop_reasons: HashMap<u32, String> =
             btf.enum_values("skb_drop_reason").into_iter().collect();
+        // The casts where the kernel has the kfunc (see `cast`): found before the loader is
+        // handed the object, as the object is rewritten to call it.
+        let cast_support = aya_btf.as_ref().and_then(cast::CastSupport::find);
+        let (object, _) = cast::resolve(EBPF_OBJECT, cast_support)?;
         let config = ProbeConfig {
             offsets,
             only_ifindex: opts.only_ifindex,
@@ -190,6 +195,7 @@ impl Probes {
                 .iter()
                 .find(|(_, name)| name.as_str() == "SKB_CONSUMED")
                 .map_or(u32::MAX, |(v, _)| *v),
+            cast: cast_support.map_or(ppscope_common::CastTypes::NONE, |c| c.types),
         };
         let mut ebpf = {
             let mut loader = loader
@@ -199,7 +205,7 @@ impl Probes {
             for name in PER_POOL_MAPS {
                 loader.map_max_entries(name, opts.map_capacity);
             }
-            loader.load(EBPF_OBJECT).map_err(|e| load_error(&e))?
+            loader.load(&object).map_err(|e| load_error(&e))?
         };
         let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
         let symbols = symbols

@@ -33,23 +33,24 @@ impl Probes {
         // Sized once: growing it moved every pool's kilobyte of counters at each doubling.
         let mut pools: ByAddr<u64, RawPool> =
             ByAddr::with_capacity_and_hasher(rows.len(), Default::default());
-        let mut seen: ByAddr<u64, Seen> =
+        // Each pool's folds (the sum of its entries' `fold_head`): with its summed counts, what
+        // tells the kept records whether it moved.
+        let mut folds: ByAddr<u64, u64> =
             ByAddr::with_capacity_and_hasher(rows.len(), Default::default());
         for (pool, per_cpu) in rows.iter() {
             let entry = pools.entry(pool).or_default();
-            let s = seen.entry(pool).or_default();
+            let f = folds.entry(pool).or_default();
             for c in per_cpu {
                 entry.counters.add_hot(c);
-                s.folds = s.folds.wrapping_add(c.fold_head);
+                *f = f.wrapping_add(c.fold_head);
             }
-            s.counts = entry.counters;
         }
         drop(rows);
         // Records and identities: taken from the last sample for the pools whose counts held
         // still (`kept`), read for the others, pool by pool while they are few.
         let mut stale = Vec::new();
         for (pool, entry) in pools.iter_mut() {
-            match self.kept.unchanged(*pool, &seen[pool]) {
+            match self.kept.unchanged(*pool, &seen_of(entry, &folds, pool)) {
                 Some(r) => {
                     entry.hists = r.hists.clone();
                     entry.state = r.state;
@@ -72,7 +73,8 @@ impl Probes {
         if whole {
             // Every pool read again (one the maps no longer hold has none), kept for the
             // pools the counters know as they are read (a copy of the whole map at 10,000
-            // pools was the agent's largest allocation).
+            // pools was the agent's largest allocation). Rare (see `KeptRecords::read_whole`):
+            // what was taken from the last read above is undone here.
             for entry in pools.values_mut() {
                 entry.hists = None;
                 entry.state = None;
@@ -110,7 +112,7 @@ impl Probes {
                     state: e.state,
                     identity: e.identity,
                 };
-                (*pool, seen[pool], records)
+                (*pool, seen_of(e, &folds, pool), records)
             }),
             known,
             whole,
@@ -261,6 +263,14 @@ fn settled_slots<S: hot_slot::Slot + Pod>(map: &Map) -> Result<Vec<Vec<S>>> {
             Ok(copy)
         })
         .collect()
+}
+
+/// What the kept records compare a pool by (its counts summed over CPUs, and its folds).
+fn seen_of(entry: &RawPool, folds: &ByAddr<u64, u64>, pool: &u64) -> Seen {
+    Seen {
+        counts: entry.counters,
+        folds: folds.get(pool).copied().unwrap_or(0),
+    }
 }
 
 /// A lookup's value, None when the key is not there (evicted since the counters were read).

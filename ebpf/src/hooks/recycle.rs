@@ -21,7 +21,7 @@ use ppscope_common::{site, KernelOffsets, OFFSET_UNKNOWN};
 use crate::{
     config,
     frames::{close_frame, open_frame},
-    kmem::{arg, read_field, PoolRead, Probed, Typed},
+    kmem::{arg, read_cast, PoolRead, Probed, Typed},
     pool::{close_run, hot, take_release_mark, Hist, Hot},
 };
 
@@ -30,8 +30,11 @@ use crate::{
 /// handed back cannot also be in the cache (it would be a double free), so "top of cache ==
 /// our page" is exact, and says the page stayed.
 ///
-/// The cache's count is read as the program reads the pool (`R`); the slot, at an offset only
-/// known at run time, always through the helper (the verifier refuses a typed load there).
+/// The cache's count is read as the program reads the pool (`R`); the slot, at an index only
+/// known at run time (the verifier refuses a typed load at a variable offset), as the cache of
+/// a pool cast `8 * index` bytes further on (`read_cast`: one load; without the kfunc, the
+/// helper: under the VM lab's emulated CPUs that helper call alone was most of what the
+/// recycle cost over an empty program, BENCHMARKS.md).
 #[inline(always)]
 fn on_top_of_cache<R: PoolRead>(pool: u64, netmem: u64, o: &KernelOffsets) -> bool {
     if o.pool_alloc_cache == OFFSET_UNKNOWN {
@@ -39,8 +42,8 @@ fn on_top_of_cache<R: PoolRead>(pool: u64, netmem: u64, o: &KernelOffsets) -> bo
     }
     match R::field::<u32>(pool, o.pool_alloc_count) {
         Some(count) if count > 0 && count <= 128 => {
-            let slot = o.pool_alloc_cache as u64 + (count as u64 - 1) * 8;
-            read_field::<u64>(pool, slot as u32) == Some(netmem)
+            let shifted = pool + (count as u64 - 1) * 8;
+            read_cast::<u64>(shifted, config().cast.page_pool, o.pool_alloc_cache) == Some(netmem)
         }
         _ => false,
     }
@@ -64,7 +67,7 @@ fn classify<R: PoolRead>(pool: u64, netmem: u64) -> (bool, bool) {
             let cached = on_top_of_cache::<R>(pool, netmem, o);
             let kept = cached
                 || o.page_pp == OFFSET_UNKNOWN
-                || read_field::<u64>(netmem & !1, o.page_pp) == Some(pool);
+                || read_cast::<u64>(netmem & !1, config().cast.page, o.page_pp) == Some(pool);
             (cached, kept)
         }
     }

@@ -84,6 +84,8 @@ impl Header {
             hooks: self.hooks.clone(),
             drop_reasons: self.drop_reasons.clone(),
             detail: self.detail,
+            // How the recorded programs read memory is not a figure a replay shows.
+            cast_reads: false,
         }
     }
 }

@@ -57,7 +57,9 @@ fn rdonly_cast(obj: u64, btf_id: u32) -> u64 {
 
 /// A `T` at `base + offset`, where `base` points to a kernel object of BTF type `btf_id`
 /// (`CastTypes`): one load through [`rdonly_cast`]; through the helper when `btf_id` is 0.
-/// `None` when the offset is unknown or `base` is 0. The offset must fall inside the type (the
+/// `None` when the offset is unknown or `base` is 0; a cast read of an address that faults reads
+/// 0 (the helper's read gave `None`), so a caller that compares two reads treats 0 as no value
+/// where that matters. The offset must fall inside the type (the
 /// verifier checks it against the kernel's BTF and refuses the program otherwise); `base` may
 /// be moved within an array of the type (the top slot of the alloc cache is read as the cache
 /// of a pool `8 * index` bytes further on).

@@ -247,4 +247,8 @@ pub struct SourceFacts {
     pub drop_reasons: HashMap<u32, String>,
     /// The detail level hooked at (`--detail`).
     pub detail: Detail,
+    /// Whether the programs read a pool or page they hold as a plain number through
+    /// `bpf_rdonly_cast` (a load each) rather than `bpf_probe_read_kernel` (a helper call
+    /// each): see `probes/cast.rs`. False for a replay or a simulation.
+    pub cast_reads: bool,
 }

@@ -14,8 +14,6 @@
 //! only where `ProbeConfig::cast` names the types, set from the same lookup, so without the
 //! kfunc that code is dead to the verifier and every read goes through the helper as before.
 
-use std::borrow::Cow;
-
 use aya::Btf;
 use aya_obj::btf::BtfKind;
 use object::{Object, ObjectSection, SectionKind};
@@ -37,8 +35,14 @@ pub struct CastSupport {
 }
 
 impl CastSupport {
-    /// From the kernel's BTF: None when it lacks the kfunc (before 6.2) or either type.
+    /// From the kernel's BTF: None when it lacks the kfunc (before 6.2) or either type, or
+    /// when the kernel could not call it: the verifier refuses every program with a kfunc call
+    /// when the JIT is off (`net.core.bpf_jit_enable` 0) or does not call kfuncs (an
+    /// architecture other than x86-64 and arm64 may not), where the helper reads still load.
     pub fn find(btf: &Btf) -> Option<Self> {
+        if !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) || !jit_enabled() {
+            return None;
+        }
         let id = |name, kind| {
             btf.id_by_type_name_kind(name, kind)
                 .ok()
@@ -54,17 +58,23 @@ impl CastSupport {
     }
 }
 
+/// Whether the kernel JIT-compiles BPF programs (`/proc/sys/net/core/bpf_jit_enable` not 0;
+/// a kernel built with the JIT always on may not have the file).
+fn jit_enabled() -> bool {
+    std::fs::read_to_string("/proc/sys/net/core/bpf_jit_enable").map_or(true, |v| v.trim() != "0")
+}
+
 /// The object with every marker call rewritten for this kernel (`support`: None rewrites them
 /// into moves), and how many there were. The object as it is when it has none.
 pub fn resolve(
     object: &[u8],
     support: Option<CastSupport>,
-) -> anyhow::Result<(Cow<'_, [u8]>, usize)> {
+) -> anyhow::Result<(Resolved<'_>, usize)> {
     let marks = marker_calls(object)?;
     if marks.is_empty() {
-        return Ok((Cow::Borrowed(object), 0));
+        return Ok((Resolved::Same(object), 0));
     }
-    let mut out = object.to_vec();
+    let mut out = AlignedBytes::copy_of(object);
     for at in &marks {
         let insn = &mut out[*at..*at + 8];
         match support {
@@ -75,7 +85,56 @@ pub fn resolve(
             None => insn.copy_from_slice(&MOV_R0_R1),
         }
     }
-    Ok((Cow::Owned(out), marks.len()))
+    Ok((Resolved::Rewritten(out), marks.len()))
+}
+
+/// The object to load: as embedded, or a rewritten copy.
+pub enum Resolved<'a> {
+    Same(&'a [u8]),
+    Rewritten(AlignedBytes),
+}
+
+impl std::ops::Deref for Resolved<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Self::Same(b) => b,
+            Self::Rewritten(b) => b,
+        }
+    }
+}
+
+/// Bytes on an 8-byte boundary, as ELF parsing wants them (the embedded object is included
+/// aligned for the same reason; a `Vec<u8>` promises only 1).
+pub struct AlignedBytes {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl AlignedBytes {
+    fn copy_of(bytes: &[u8]) -> Self {
+        let mut out = Self {
+            words: vec![0; bytes.len().div_ceil(8)],
+            len: bytes.len(),
+        };
+        out.copy_from_slice(bytes);
+        out
+    }
+}
+
+impl std::ops::Deref for AlignedBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `len` bytes of the words' initialised memory, which any u8 may view.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast::<u8>(), self.len) }
+    }
+}
+
+impl std::ops::DerefMut for AlignedBytes {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `deref`; the borrow is exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast::<u8>(), self.len) }
+    }
 }
 
 /// File offsets of the marker calls in the object's code sections.
@@ -155,13 +214,36 @@ mod tests {
             .filter(|(a, b)| a != b)
             .count();
         assert_eq!(changed, n);
+        assert_eq!(
+            patched.as_ptr() as usize % 8,
+            0,
+            "the copy is aligned for ELF parsing"
+        );
         // Once rewritten, no marker is left to rewrite again.
         assert_eq!(resolve(&patched, Some(support)).unwrap().1, 0);
     }
 
     #[test]
+    fn the_scan_finds_every_marker_aya_will_load() {
+        // Every call to the marker in the programs as aya parses them (whatever their
+        // sections' flags) is one the scan rewrites: a missed one would reach the verifier
+        // as a call of an unknown helper.
+        let obj = aya_obj::Object::parse(EBPF_OBJECT).expect("the embedded object parses");
+        let in_programs: usize = obj
+            .functions
+            .values()
+            .flat_map(|f| &f.instructions)
+            .filter(|i| i.code == OP_CALL && i.imm == RDONLY_CAST_MARKER)
+            .count();
+        let (_, rewritten) = resolve(EBPF_OBJECT, None).unwrap();
+        assert_eq!(rewritten, in_programs);
+    }
+
+    #[test]
     fn an_object_that_is_not_elf_is_an_error_not_a_panic() {
-        let err = resolve(b"not an ELF file", None).unwrap_err();
+        let Err(err) = resolve(b"not an ELF file", None) else {
+            panic!("a text file was taken for an object");
+        };
         assert!(err.to_string().contains("does not parse as ELF"), "{err}");
     }
 }

@@ -268,6 +268,7 @@ impl Probes {
                 hooks,
                 drop_reasons,
                 detail: opts.detail,
+                cast_reads: cast_support.is_some(),
             },
             fields,
             map_capacity: opts.map_capacity,

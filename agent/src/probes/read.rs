@@ -73,8 +73,9 @@ impl Probes {
         if whole {
             // Every pool read again (one the maps no longer hold has none), kept for the
             // pools the counters know as they are read (a copy of the whole map at 10,000
-            // pools was the agent's largest allocation). Rare (see `KeptRecords::read_whole`):
-            // what was taken from the last read above is undone here.
+            // pools was the agent's largest allocation). What was taken from the last read
+            // above is undone here: at 10,000 pools that is every 60th sample or when a
+            // quarter moved (`KeptRecords::read_whole`); with a few busy pools, every sample.
             for entry in pools.values_mut() {
                 entry.hists = None;
                 entry.state = None;

@@ -76,6 +76,24 @@ fn backend_lines(facts: &SourceFacts, netlink: &NetlinkSample) -> Vec<(&'static 
         (None, None, None) => "not kept".into(),
     };
     lines.push(("netlink stats", netlink_line));
+    // Only where a kprobe or raw-tracepoint program serves: a typed program reads its pool
+    // with plain loads either way.
+    let untyped = hooks.iter().any(|h| h.backend == Some(Backend::Kprobe))
+        || hooks.iter().any(|h| h.backend == Some(Backend::Tracepoint))
+        || hooks.iter().any(|h| h.hook == "recycle" && h.attached());
+    if untyped {
+        lines.push((
+            "pointer reads",
+            if facts.cast_reads {
+                "loads (bpf_rdonly_cast) where a program holds a pool or page as a number".into()
+            } else {
+                "helper calls (bpf_probe_read_kernel): the kernel has no bpf_rdonly_cast \
+                 (Linux 6.2+) or its BPF JIT is off, so kprobe, raw-tracepoint and recycle \
+                 bodies cost more"
+                    .into()
+            },
+        ));
+    }
     lines
 }
 
@@ -410,5 +428,29 @@ mod tests {
         );
         assert!(line("slow_path").ends_with("(attached in 12 ms)"), "{t}");
         assert!(!line("alloc").contains("attached in"), "{t}");
+    }
+
+    #[test]
+    fn doctor_says_how_untyped_pointers_are_read() {
+        let kp = Some(Backend::Kprobe);
+        let reads = |f: &SourceFacts| {
+            text(f, &[], &NetlinkSample::default())
+                .lines()
+                .find(|l| l.starts_with("pointer reads"))
+                .map(str::to_string)
+        };
+        let mut f = facts(Detail::Full, kp, kp);
+        f.cast_reads = true;
+        assert!(reads(&f).unwrap().contains("loads (bpf_rdonly_cast)"));
+        f.cast_reads = false;
+        let line = reads(&f).unwrap();
+        assert!(
+            line.contains("helper calls") && line.contains("Linux 6.2+"),
+            "{line}"
+        );
+        // A light run on fentry: no program holds a pool as a number on the hot path.
+        let mut f = facts(Detail::Light, None, Some(Backend::Fentry));
+        f.hooks.retain(|h| !h.hook.starts_with("page_"));
+        assert_eq!(reads(&f), None);
     }
 }

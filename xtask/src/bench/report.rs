@@ -137,29 +137,29 @@ const PROBE_COST_WHY: &str = "\
   the CPU switches pools (`ebpf/src/pool.rs`). What is left is a few dozen instructions over
   the floor; under TCG single runs move the ratio by ±0.15 (the quick runs of this tree gave
   1.13–1.32× for the same program), so a miss by less than that is not a finding.
-- `recycle`: one fexit on fentry; where the page went is read after the call. The alloc
-  cache's count is now a plain load through the BTF-typed `struct page_pool *` argument
-  (`kmem::Typed`: the verifier checks it against the kernel's BTF; the offset is a constant
-  to it because it comes from the frozen read-only config, so no CO-RE is needed). Two reads
-  went through `bpf_probe_read_kernel`, a helper call each, the largest cost under TCG: the
-  cache's top slot (an index known only at run time: the verifier refuses a typed load at a
-  variable offset) and the page's `pp` (the page arrives as a `netmem_ref`, a plain integer
-  to the verifier, which refuses a load through it). This benchmark's traffic (TCP received
-  through virtio-net and through veth with `XDP_PASS`) frees its pages from the socket into
-  the ring, where both reads were made (3.26× and 3.33× in two full runs). Since 2026-12-02
-  the page is not read: a page that left the pool went through the `page_release`
-  tracepoint on the same CPU inside the call, whose program marks it (`RELEASE_MARK`, on when
-  the recycle is hooked and `page_release` is on its tracepoint; a mark counts while the pool
-  took no page in since), so a release costs the recycle no read and a page kept one (the
-  top slot). The run of that tree above gave 3.04× (3.19× the full run before): the read it
-  removed was not most of the body's cost under TCG. The kprobe row runs `--backend kprobe`,
-  which puts `page_release` on its kprobe: the marks are off there and its recycle reads the
-  page as before (3.61× the run before, 4.41× this one, with its empty pair's own spread at
-  567–819 ns: noise, not a change). What is left is the slot, the ring-full run's histogram when a run
-  ends, and the top slot's helper read; removing that needs the cache's top slot at a constant
-  offset (a kernel that hands the page typed, e.g. a `tp_btf` tracepoint on the recycle) or
-  the cache count read before and after the call (an fentry program more, which costs as much
-  as the read under TCG).
+- `recycle`: one fexit on fentry; where the page went is learnt after the call. A page that
+  left the pool went through the `page_release` tracepoint on the same CPU inside the call,
+  whose program marks it (`RELEASE_MARK`, on when the recycle is hooked and `page_release` is
+  on its tracepoint; a mark counts while the pool took no page in since); a page kept is in
+  the cache if it is on the cache's top slot, else in the ring. The cache's count is a plain
+  load through the BTF-typed `struct page_pool *` argument (`kmem::Typed`). The top slot sits
+  at an index known only at run time, which the verifier refuses as a typed load, so it was
+  read with `bpf_probe_read_kernel`; programs priced beside the recycle in the VM lab (one run
+  of three windows, not kept; each a whole fexit, as a ratio to the empty fexit) put that
+  helper call at 1.40–1.62× on its own, the CPU's slot at 0.84–0.96×, the release mark's
+  lookup at 1.09–1.42×, the cache's count at 0.92–1.02×. Since 2026-12-02 the top slot, a
+  kprobe's pool and a page's `pp` are read through `bpf_rdonly_cast` (Linux 6.2+: the
+  address cast to the kernel's type, each field one load the kernel makes fault-safe; the
+  verifier makes the call a register move): priced the same way, 1.07–1.12×. aya and
+  bpf-linker do not relocate kfunc calls, so the agent rewrites the programs' marked calls
+  before load (`agent/src/probes/cast.rs`); a kernel without the kfunc reads through the
+  helper as before. With it the fentry recycle went from 3.04× to 1.71× in a probe-cost run
+  of that tree and 1.94× in the full run above; the kprobe pair (`--backend kprobe` puts
+  `page_release` on its kprobe, so the marks are off and the page's `pp` is read too) from
+  4.41× to 2.18× and 2.25×. What is left is the CPU's slot and the release
+  mark, two per-CPU array lookups the verifier inlines, the ring-full run's histogram when a
+  run ends, and a few compares; the mark could live in the slot (one lookup fewer) if the
+  agent could switch marks on without writing the slot the programs write.
 - `page_hold`, `page_release` (host tracepoints): `page_release` now runs as `tp_btf`
   (`tb_state_release`) where the kernel allows tracing programs, this host included (it
   refuses fentry, not `tp_btf`): the pool arrives typed and the ring's state is plain loads;
@@ -168,7 +168,8 @@ const PROBE_COST_WHY: &str = "\
   `page_hold` is the slot's count and, every 64th page in, a look at the clock (the device
   check itself at most once a second per pool and CPU). Rare while a pool
   is healthy, per page under ring-full churn. What is left is those few memory operations;
-  the raw program (kernels that refuse `tp_btf`) reads each field through a helper.
+  the raw program (kernels that refuse `tp_btf`) reads each field through `bpf_rdonly_cast`
+  (a helper call each on a kernel without it).
 - `--detail light` attaches nothing per page, nothing per NAPI poll (`napi_poll` was two
   thirds of its time: a poll is one a packet when traffic is light) and no timing of returned
   pages (`page_return`). What it runs: one fexit per refill (up to 64 pages), the slow path

@@ -657,7 +657,7 @@ pub struct Frame {
 /// whose exit follows on the same CPU: the page it was handed left the pool if it is the one
 /// marked and the pool took no page in since (`holds`: a page that left and came back into
 /// the pool came through a hold; a mark it left then is an old one). The recycle otherwise
-/// learns it by reading the page (a helper call). `on` is set by the agent once both
+/// learns it by reading the page (a load through the cast, else a helper call). `on` is set by the agent once both
 /// `recycle` and `page_release` (on its tracepoint, which fires for every page leaving) are
 /// attached; until then no mark is made and the recycle reads the page.
 #[repr(C)]

@@ -55,14 +55,29 @@ fn rdonly_cast(obj: u64, btf_id: u32) -> u64 {
     }
 }
 
+/// The 8 bytes at `addr`, anywhere in kernel memory (an element of an array of pointers the
+/// pool points to, such as its ring's queue), as one load: read as the alloc cache's first
+/// slot of a `struct page_pool` cast at `addr` less that slot's offset (the verifier checks
+/// only that the constant offset is a u64 inside the type; the address is the kernel's to
+/// fault on). Through the helper without the cast or the cache's offset.
+#[inline(always)]
+pub(crate) fn read_word(addr: u64) -> Option<u64> {
+    let cfg = config();
+    let slot = cfg.offsets.pool_alloc_cache;
+    if cfg.cast.page_pool == 0 || slot == OFFSET_UNKNOWN || addr == 0 {
+        return read_field(addr, 0);
+    }
+    read_cast(addr.wrapping_sub(slot as u64), cfg.cast.page_pool, slot)
+}
+
 /// A `T` at `base + offset`, where `base` points to a kernel object of BTF type `btf_id`
 /// (`CastTypes`): one load through [`rdonly_cast`]; through the helper when `btf_id` is 0.
 /// `None` when the offset is unknown or `base` is 0; a cast read of an address that faults reads
 /// 0 (the helper's read gave `None`), so a caller that compares two reads treats 0 as no value
-/// where that matters. The offset must fall inside the type (the
-/// verifier checks it against the kernel's BTF and refuses the program otherwise); `base` may
-/// be moved within an array of the type (the top slot of the alloc cache is read as the cache
-/// of a pool `8 * index` bytes further on).
+/// where that matters. The offset must fall inside the type (the verifier checks it against
+/// the kernel's BTF and refuses the program otherwise). The verifier checks only that constant
+/// offset, so an array inside the object is read at a run-time index by shifting `base` (the
+/// alloc cache's top slot is read as the cache of a pool `8 * index` bytes further on).
 #[inline(always)]
 pub(crate) fn read_cast<T>(base: u64, btf_id: u32, offset: u32) -> Option<T> {
     if btf_id == 0 {

@@ -4,7 +4,7 @@ use ppscope_common::{HotSlot, PoolHot, PoolIdentity, PoolRare, PoolState, ProbeC
 
 use crate::{
     config,
-    kmem::{driver_name, log2_bucket, now_ns, pool_netdev, read_field, PoolRead},
+    kmem::{driver_name, log2_bucket, now_ns, pool_netdev, read_field, read_word, PoolRead},
     maps::{
         HOT_SLOT, LAST_POOL_FREE, POOL_COUNTERS, POOL_IDENTITY, POOL_INSERTS, POOL_RARE,
         RELEASE_MARK, SITE_STATS, ZERO_COUNTERS, ZERO_RARE,
@@ -408,11 +408,12 @@ pub(crate) fn record_state<R: PoolRead>(
                 f += size;
             }
             // producer == consumer_head is empty or full: a full ring's next slot is taken.
-            // The queue pointer is a plain number even to a typed program, so the slot at a
-            // run-time index is read by the helper.
+            // The queue pointer is a plain number even to a typed program, and the slot at a
+            // run-time index: one word read (`read_word`), per release while a churning ring
+            // stays full.
             if f == 0 && !found_empty {
                 let queue = R::field::<u64>(pool, o.pool_ring_queue).unwrap_or(0);
-                if read_field::<u64>(queue, prod as u32 * 8).unwrap_or(0) != 0 {
+                if queue != 0 && read_word(queue + prod as u64 * 8).unwrap_or(0) != 0 {
                     f = size;
                 }
             }
@@ -534,7 +535,8 @@ pub(crate) fn mark_released<R: PoolRead>(pool: u64, netmem: u64) {
 /// on different CPUs (the task migrated inside the call, which needs a preemptible kernel and
 /// a recycle in process context), or a softirq's release between the mark and the exit
 /// overwriting it: the page is then counted as kept. Reading the page had neither, at a
-/// helper call for every recycle that did not keep it in the cache.
+/// read (a helper call before the casts) for every recycle that did not keep it in the
+/// cache.
 #[inline(always)]
 pub(crate) fn take_release_mark<R: PoolRead>(pool: u64, netmem: u64) -> Option<bool> {
     // SAFETY: this CPU's element of a per-CPU array.

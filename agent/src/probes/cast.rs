@@ -3,7 +3,7 @@
 //! A pool a kprobe or a raw tracepoint is handed, the alloc cache's top slot and a page's
 //! `pp` are plain numbers to the verifier, so each field read of them was a
 //! `bpf_probe_read_kernel` helper call: in the VM lab the one read of the cache's top slot
-//! was most of what the recycle cost over an empty program (BENCHMARKS.md). Cast with the
+//! was the largest part of the recycle's cost priced (BENCHMARKS.md). Cast with the
 //! `bpf_rdonly_cast` kfunc (Linux 6.2+) to the kernel's type, each is one load the kernel makes
 //! fault-safe, and the verifier turns the call itself into a register move.
 //!
@@ -186,7 +186,7 @@ mod tests {
     #[test]
     fn every_cast_becomes_the_kernels_kfunc_call_or_a_move() {
         // The object the agent embeds calls the marker (the recycle reads the cache's top slot
-        // through a cast, and every kprobe reads its pool through one).
+        // through a cast; the refill, slow path, release and recycle kprobes their pool).
         let (same, n) = resolve(EBPF_OBJECT, None).unwrap();
         assert!(n >= 2, "{n} marker calls in the object");
         assert_eq!(

@@ -36,7 +36,8 @@ pub(super) struct FentryDef {
 pub(super) struct TracepointDef {
     pub(super) category: &'static str,
     pub(super) name: &'static str,
-    /// The raw tracepoint program (arguments are plain numbers: kernel reads are helper calls).
+    /// The raw tracepoint program (arguments are plain numbers: kernel reads are casts, see
+    /// `probes/cast.rs`, or helper calls).
     pub(super) prog: &'static str,
     /// The same body as a `tp_btf` program (arguments typed from BTF: a pool's fields are plain
     /// loads), tried first; the raw one serves where the kernel refuses tracing programs.

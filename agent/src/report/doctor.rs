@@ -76,8 +76,9 @@ fn backend_lines(facts: &SourceFacts, netlink: &NetlinkSample) -> Vec<(&'static 
         (None, None, None) => "not kept".into(),
     };
     lines.push(("netlink stats", netlink_line));
-    // Only where a kprobe or raw-tracepoint program serves: a typed program reads its pool
-    // with plain loads either way.
+    // Where a program holds a pool or page as a number: kprobes, raw tracepoints (a tracepoint
+    // row may run its raw program), the recycle (the cache's top slot, a page's `pp`); fentry
+    // programs that take the pool from a frame too, but those hooks come with the others.
     let untyped = hooks.iter().any(|h| h.backend == Some(Backend::Kprobe))
         || hooks.iter().any(|h| h.backend == Some(Backend::Tracepoint))
         || hooks.iter().any(|h| h.hook == "recycle" && h.attached());

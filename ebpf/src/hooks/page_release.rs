@@ -3,7 +3,8 @@
 //! Tracepoint `page_pool:page_pool_state_release` first: it is the exact source and fires for
 //! memory providers too. As `tp_btf` (`tb_state_release`: the pool argument is BTF-typed, its
 //! fields are plain loads) where the kernel allows tracing programs, else as a raw tracepoint
-//! (`tp_state_release`: a helper call per field). Else kprobe `pp_release` / fentry
+//! (`tp_state_release`: a load through `bpf_rdonly_cast` per field, a helper call where the
+//! kernel lacks it). Else kprobe `pp_release` / fentry
 //! `fe_release` on `page_pool_return_netmem` (older kernels: `page_pool_return_page`).
 
 use aya_ebpf::{

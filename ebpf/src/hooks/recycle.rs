@@ -33,8 +33,7 @@ use crate::{
 /// The cache's count is read as the program reads the pool (`R`); the slot, at an index only
 /// known at run time (the verifier refuses a typed load at a variable offset), as the cache of
 /// a pool cast `8 * index` bytes further on (`read_cast`: one load; without the kfunc, the
-/// helper: under the VM lab's emulated CPUs that helper call alone was most of what the
-/// recycle cost over an empty program, BENCHMARKS.md).
+/// helper, the largest part of the recycle's cost priced in the VM lab, BENCHMARKS.md).
 #[inline(always)]
 fn on_top_of_cache<R: PoolRead>(pool: u64, netmem: u64, o: &KernelOffsets) -> bool {
     if o.pool_alloc_cache == OFFSET_UNKNOWN {
@@ -56,8 +55,8 @@ fn classify<R: PoolRead>(pool: u64, netmem: u64) -> (bool, bool) {
     match take_release_mark::<R>(pool, netmem) {
         // Left the pool in this call: the release marked it (no read of the page).
         Some(true) => (false, false),
-        // Kept: in the cache if on top of it (a helper read of the cache's top slot), else in
-        // the ring.
+        // Kept: in the cache if on top of it (a read of the cache's top slot), else in the
+        // ring.
         Some(false) => (on_top_of_cache::<R>(pool, netmem, o), true),
         // No mark to go by (marks off, or one the pool's intake since leaves in doubt): the
         // cache first, as a page on top of it stayed and its `pp` need not be read. Without

@@ -14,7 +14,7 @@ use ppscope_common::site;
 use crate::{
     config,
     frames::{close_frame, open_frame},
-    kmem::{arg, read_cast, read_field},
+    kmem::{arg, read_cast, read_word},
     pool::counters,
 };
 
@@ -32,7 +32,7 @@ fn bulk_entry(pool: u64, count: u64) {
 #[inline(always)]
 fn bulk_pool(data: u64) -> u64 {
     let cfg = config();
-    let first = read_field::<u64>(data, 0).unwrap_or(0) & !1u64;
+    let first = read_word(data).unwrap_or(0) & !1u64;
     read_cast::<u64>(first, cfg.cast.page, cfg.offsets.page_pp).unwrap_or(0)
 }
 

@@ -152,17 +152,22 @@ const PROBE_COST_WHY: &str = "\
   address cast to the kernel's type, each field one load the kernel makes fault-safe; the
   verifier makes the call a register move): priced the same way, 1.07–1.12×. aya and
   bpf-linker do not relocate kfunc calls, so the agent rewrites the programs' marked calls
-  before load (`agent/src/probes/cast.rs`); a kernel without the kfunc reads through the
-  helper as before. With it the fentry recycle went from 3.04× to 1.71× in a probe-cost run
-  of that tree and 1.94× in the full run above; the kprobe pair (`--backend kprobe` puts
-  `page_release` on its kprobe, so the marks are off and the page's `pp` is read too) from
-  4.41× to 2.18× and 2.25×. What is left is the CPU's slot and the release
+  before load (`agent/src/probes/cast.rs`); a kernel without the kfunc, with the BPF JIT off,
+  or on an architecture other than x86-64 and arm64 reads through the helper as before. With
+  the casts (commits a7e8de5 and 3243d45) the fentry recycle went from 3.04× (run of 4bf21b6)
+  to 1.71× (probe-cost run of a7e8de5) and 1.94× (full run of 3243d45); the kprobe pair
+  (`--backend kprobe` puts `page_release` on its kprobe, so the marks are off and the page's
+  `pp` is read too) from 4.41× to 2.18× and 2.25×. What is left is the CPU's slot and the release
   mark, two per-CPU array lookups the verifier inlines, the ring-full run's histogram when a
   run ends, and a few compares; the mark could live in the slot (one lookup fewer) if the
   agent could switch marks on without writing the slot the programs write.
 - `page_hold`, `page_release` (host tracepoints): `page_release` now runs as `tp_btf`
   (`tb_state_release`) where the kernel allows tracing programs, this host included (it
-  refuses fentry, not `tp_btf`): the pool arrives typed and the ring's state is plain loads;
+  refuses fentry, not `tp_btf`): the pool arrives typed and the ring's state is plain loads
+  (the ring's slot, read when its producer equals its consumer, as a release into a full
+  ring does every time, was a helper call until 2026-12-02 and is now a load through the
+  cast: `kmem::read_word`; A/B runs on this host, old and new binaries in turn: 2.37× and
+  2.51× before, 2.22× and 2.35× after);
   the ring's state, the fill histogram and the pool's counts are one hash lookup
   (`POOL_RARE`), an atomic add and the CPU's slot, against nothing for the empty program.
   `page_hold` is the slot's count and, every 64th page in, a look at the clock (the device

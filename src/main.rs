@@ -8,6 +8,8 @@ use std::{
     time::Duration,
 };
 
+mod logging;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use ppscope::{
@@ -260,12 +262,11 @@ fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
                 &watch,
                 |d| interrupt.wait(d),
                 || {
-                    eprintln!(
-                        "ppscope: watching page_pools for {} (--detail {detail}, {attached}/{all} hooks attached)",
+                    log::info!(
+                        "watching page_pools for {} (--detail {detail}, {attached}/{all} hooks attached)",
                         humantime::format_duration(opts.duration),
                     )
                 },
-                |change| eprintln!("ppscope: {change}"),
             )?
         }
     };
@@ -303,14 +304,15 @@ fn top(opts: &TopArgs) -> Result<()> {
     if opts.once {
         let (cols, rows) = opts.size;
         // After the baseline: a script that starts traffic on this line loses nothing.
-        eprintln!(
-            "ppscope: top: one frame of {} from {}",
+        log::info!(
+            "top: one frame of {} from {}",
             humantime::format_duration(opts.interval),
             source.describe()
         );
         let frame = ppscope_tui::once(source, opts.interval, cols, rows)?;
         return print_out(&frame);
     }
+    let _held = logging::Held::new();
     ppscope_tui::run(source, opts.interval)
 }
 
@@ -345,7 +347,6 @@ fn agent_cmd(opts: &AgentArgs) -> Result<()> {
         &options,
         || opts.probe.start(Detail::Light),
         |d| interrupt.wait(d),
-        |line| eprintln!("ppscope: {line}"),
     )
 }
 
@@ -362,22 +363,18 @@ fn record_cmd(opts: &RecordArgs) -> Result<()> {
         opts.interval,
         |d| interrupt.wait(d),
         || {
-            eprintln!(
-                "ppscope: recording page_pools to {} for {} (every {})",
+            log::info!(
+                "recording page_pools to {} for {} (every {})",
                 opts.output.display(),
                 humantime::format_duration(opts.duration),
                 humantime::format_duration(opts.interval)
             );
             if let Some(why) = cannot_simulate {
-                eprintln!("ppscope: this recording will replay in diagnose and top but cannot feed simulate: {why}");
+                log::warn!("this recording will replay in diagnose and top but cannot feed simulate: {why}");
             }
         },
-        |change| eprintln!("ppscope: {change}"),
     )?;
-    eprintln!(
-        "ppscope: {frames} samples written to {}",
-        opts.output.display()
-    );
+    log::info!("{frames} samples written to {}", opts.output.display());
     Ok(())
 }
 
@@ -449,6 +446,7 @@ fn usage_sentence(e: &clap::Error) -> String {
 }
 
 fn main() -> ExitCode {
+    logging::init();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // --help and --version print as clap lays them out, and are not errors.

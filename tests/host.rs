@@ -346,6 +346,34 @@ fn doctor_reports_even_when_the_backend_is_refused() {
     }
 }
 
+/// One logger for ppscope and the crates under it: RUST_LOG picks, aya's own lines show when
+/// asked for, and by default ppscope's events and nothing below a warning.
+#[test]
+#[ignore = "needs root: run through `cargo xtask test`"]
+fn log_lines_follow_rust_log() {
+    let stderr = |rust_log: Option<&str>| {
+        let mut cmd = Command::new(PPSCOPE);
+        cmd.args(["diagnose", "--duration", "1s"])
+            .env_remove("RUST_LOG");
+        if let Some(filter) = rust_log {
+            cmd.env("RUST_LOG", filter);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let default = stderr(None);
+    assert!(
+        default.starts_with("ppscope: watching page_pools for 1s"),
+        "{default}"
+    );
+    assert!(!default.contains("debug"), "{default}");
+    let aya = stderr(Some("aya=debug"));
+    assert!(aya.contains("ppscope: debug from aya"), "{aya}");
+    assert!(!aya.contains("watching page_pools"), "{aya}");
+    assert_eq!(stderr(Some("off")), "");
+}
+
 #[test]
 fn bad_duration_is_refused_before_anything_loads() {
     let out = Command::new(PPSCOPE)

@@ -34,12 +34,11 @@ fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
 
 /// Runs the agent until `wait` (which sleeps up to the interval) says to stop. `start_probes`
 /// runs after the port is bound: a busy port is reported before anything is loaded into the
-/// kernel. `say` gets one line per event.
+/// kernel. Its events are logged, one line each.
 pub fn run(
     opts: &AgentOptions,
     start_probes: impl FnOnce() -> Result<Probes>,
     mut wait: impl FnMut(Duration) -> bool,
-    mut say: impl FnMut(&str),
 ) -> Result<()> {
     let shared = Arc::new(Mutex::new(Shared {
         retirement: Retirement::new(opts.grace),
@@ -48,14 +47,14 @@ pub fn run(
     let server = HttpServer::start(opts.listen, shared.clone(), opts.interval, opts.max_pools)?;
     let mut live = LiveSource::new(start_probes()?)?;
     let hooks = live.hooks();
-    say(&format!(
+    log::info!(
         "agent serving http://{}/metrics every {} (--detail {}, {}/{} hooks attached)",
         server.addr,
         humantime::format_duration(opts.interval),
         live.detail().name(),
         hooks.iter().filter(|h| h.attached()).count(),
         hooks.len()
-    ));
+    );
     let mut stats = SelfStats::default();
     loop {
         if wait(opts.interval) {
@@ -67,14 +66,11 @@ pub fn run(
             Err(e) => {
                 // Keep serving the last values; say so in the self-metrics.
                 stats.collection_errors += 1;
-                say(&format!("collection failed: {e:#}"));
+                log::warn!("collection failed: {e:#}");
                 lock(&shared).stats = stats.clone();
                 continue;
             }
         };
-        for change in &collection.module_changes {
-            say(change);
-        }
         stats.map_entries = collection.map_entries;
         stats.map_capacity = collection.map_capacity;
         stats.map_evictions = collection.map_evictions;
@@ -88,6 +84,6 @@ pub fn run(
         sh.publish(collection.collected, moved, Instant::now());
     }
     server.stop();
-    say("agent stopped");
+    log::info!("agent stopped");
     Ok(())
 }

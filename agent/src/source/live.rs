@@ -36,8 +36,6 @@ pub struct LiveSource {
     no_advice: Arc<HashMap<u64, Advice>>,
     /// The last module change (gve loaded, unloaded, reloaded), shown with the source.
     module_note: Option<String>,
-    /// Module changes seen by a collection that then failed: reported by the next one.
-    unreported_changes: Vec<String>,
 }
 
 /// What one collection read: the samples its snapshots are assembled from, when someone asks
@@ -133,9 +131,6 @@ pub struct Collection {
     pub map_entries: usize,
     pub map_capacity: usize,
     pub map_evictions: u64,
-    /// Modules that came, went or came back since the previous collection (their hooks
-    /// were re-attached or dropped), in words.
-    pub module_changes: Vec<String>,
 }
 
 impl LiveSource {
@@ -156,7 +151,6 @@ impl LiveSource {
             netlink_first,
             probes,
             module_note: None,
-            unreported_changes: Vec::new(),
         })
     }
 
@@ -173,13 +167,12 @@ impl LiveSource {
     /// baseline are assembled from. On an error nothing moves: the next call covers both
     /// intervals.
     pub fn collect(&mut self) -> Result<Collection> {
-        self.unreported_changes
-            .extend(self.probes.refresh_modules());
-        if let Some(change) = self.unreported_changes.last() {
-            self.module_note = Some(change.clone());
+        // Modules that came, went or came back (their hooks re-attached or dropped).
+        for change in self.probes.refresh_modules() {
+            log::info!("{change}");
+            self.module_note = Some(change);
         }
         let cur = Arc::new(self.probes.sample()?);
-        let module_changes = std::mem::take(&mut self.unreported_changes);
         let netlink_now = Arc::new(NetlinkSample::read());
         let facts = &self.probes.facts;
         let target = crate::advice::DEFAULT_TARGET;
@@ -216,7 +209,6 @@ impl LiveSource {
             map_entries,
             map_capacity: self.probes.map_capacity as usize,
             map_evictions,
-            module_changes,
         })
     }
 }
@@ -245,14 +237,13 @@ impl Source for LiveSource {
 
 /// Samples the probes from now on, every `step`, until `duration` has passed or `wait` (which
 /// sleeps up to the time it is given) says the run was interrupted; the last sample is always
-/// taken. Every sample, the first included, goes to `each`; module changes to `on_change`.
+/// taken. Every sample, the first included, goes to `each`; module changes are logged.
 fn sample_for(
     probes: &mut Probes,
     duration: Duration,
     step: Duration,
     mut wait: impl FnMut(Duration) -> bool,
     mut each: impl FnMut(&RawSample) -> Result<()>,
-    mut on_change: impl FnMut(&str),
 ) -> Result<()> {
     let first = probes.sample()?;
     let start = first.at;
@@ -261,7 +252,7 @@ fn sample_for(
         let left = duration.saturating_sub(start.elapsed());
         let interrupted = left.is_zero() || wait(left.min(step));
         for change in probes.refresh_modules() {
-            on_change(&change);
+            log::info!("{change}");
         }
         let s = probes.sample()?;
         each(&s)?;
@@ -294,7 +285,6 @@ pub fn diagnose(
     opts: &DiagnoseOptions,
     wait: impl FnMut(Duration) -> bool,
     started: impl FnOnce(),
-    on_change: impl FnMut(&str),
 ) -> Result<Snapshot> {
     let netlink_first = NetlinkSample::read();
     let mut samples = Vec::new();
@@ -311,7 +301,6 @@ pub fn diagnose(
             }
             Ok(())
         },
-        on_change,
     )?;
     let netlink_last = NetlinkSample::read();
     let rx_rings = rx_rings(samples.last().expect("sample_for takes two at least"));
@@ -353,26 +342,18 @@ pub fn record(
     interval: Duration,
     wait: impl FnMut(Duration) -> bool,
     started: impl FnOnce(),
-    on_change: impl FnMut(&str),
 ) -> Result<u64> {
     let mut start = None;
     let mut started = Some(started);
     let mut frames = 0u64;
-    sample_for(
-        probes,
-        duration,
-        interval,
-        wait,
-        |s| {
-            let start = *start.get_or_insert(s.at);
-            writer.append(&crate::recording::Frame::from_sample(s, start))?;
-            frames += 1;
-            if let Some(started) = started.take() {
-                started();
-            }
-            Ok(())
-        },
-        on_change,
-    )?;
+    sample_for(probes, duration, interval, wait, |s| {
+        let start = *start.get_or_insert(s.at);
+        writer.append(&crate::recording::Frame::from_sample(s, start))?;
+        frames += 1;
+        if let Some(started) = started.take() {
+            started();
+        }
+        Ok(())
+    })?;
     Ok(frames)
 }

@@ -71,13 +71,27 @@ impl ProbeArgs {
             strict: self.strict,
             map_capacity: self.map_capacity,
             detail: self.detail.unwrap_or(default_detail),
+            show_addresses: false,
         }
     }
 
     fn start(&self, default_detail: Detail) -> Result<Probes> {
         Probes::start(&self.options(default_detail))
     }
+
+    /// As [`Self::start`], pools showing their kernel address if `show_addresses`.
+    fn start_showing(&self, default_detail: Detail, show_addresses: bool) -> Result<Probes> {
+        Probes::start(&ProbeOptions {
+            show_addresses,
+            ..self.options(default_detail)
+        })
+    }
 }
+
+/// The help of `--show-addresses` (diagnose and top, live only).
+const SHOW_ADDRESSES: &str = "Show each pool's kernel address (its struct page_pool) beside \
+its name, to follow it with the kernel's own tools. Off by default: an address hands KASLR to \
+whoever reads the output. The agent and recordings never carry one.";
 
 #[derive(clap::Args)]
 struct DiagnoseArgs {
@@ -95,8 +109,10 @@ struct DiagnoseArgs {
     dev: Option<String>,
     /// Read a recording (`ppscope record`) instead of the live kernel (its window is the
     /// recording's: no --duration, and no probes to choose).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["duration", "backend", "strict", "detail"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["duration", "backend", "strict", "detail", "show_addresses"])]
     replay: Option<PathBuf>,
+    #[arg(long, help = SHOW_ADDRESSES)]
+    show_addresses: bool,
     #[command(flatten)]
     probe: ProbeArgs,
 }
@@ -128,16 +144,18 @@ struct TopArgs {
     #[arg(long)]
     dev: Option<String>,
     /// Play a recording (`ppscope record`) instead of the live kernel.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["sim", "connect", "backend", "strict", "detail"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["sim", "connect", "backend", "strict", "detail", "show_addresses"])]
     replay: Option<PathBuf>,
     /// Play a built-in scenario instead of the live kernel (`all`: one pool per scenario).
-    #[arg(long, value_name = "SCENARIO", conflicts_with_all = ["connect", "backend", "strict", "detail"],
+    #[arg(long, value_name = "SCENARIO", conflicts_with_all = ["connect", "backend", "strict", "detail", "show_addresses"],
           value_parser = scenario_or_all())]
     sim: Option<String>,
     /// Show a remote `ppscope agent` (http://HOST:PORT) instead of this kernel.
     #[arg(long, value_name = "URL", value_parser = parse_agent_url,
-          conflicts_with_all = ["backend", "strict", "detail"])]
+          conflicts_with_all = ["backend", "strict", "detail", "show_addresses"])]
     connect: Option<String>,
+    #[arg(long, help = SHOW_ADDRESSES)]
+    show_addresses: bool,
     /// Print one frame, one interval from now, as text and exit (scripts, tests, no terminal).
     #[arg(long)]
     once: bool,
@@ -245,7 +263,9 @@ fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
         ),
         None => {
             check_device(opts.dev.as_deref())?;
-            let mut probes = opts.probe.start(Detail::Full)?;
+            let mut probes = opts
+                .probe
+                .start_showing(Detail::Full, opts.show_addresses)?;
             let hooks = &probes.facts.hooks;
             let (attached, all) = (hooks.iter().filter(|h| h.attached()).count(), hooks.len());
             let detail = probes.facts.detail.name();
@@ -291,7 +311,10 @@ fn top(opts: &TopArgs) -> Result<()> {
         (_, _, Some(url)) => Box::new(ConnectSource::new(url)?),
         _ => {
             check_device(opts.dev.as_deref())?;
-            Box::new(LiveSource::new(opts.probe.start(Detail::Light)?)?)
+            let probes = opts
+                .probe
+                .start_showing(Detail::Light, opts.show_addresses)?;
+            Box::new(LiveSource::new(probes)?)
         }
     };
     let source: Box<dyn Source> = match &opts.dev {

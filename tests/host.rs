@@ -49,6 +49,22 @@ fn finish_json(child: Child) -> Value {
     serde_json::from_slice(&out.stdout).expect("diagnose --json prints JSON")
 }
 
+/// No kernel address in `text`: none written as `0xffff…` (or `ffff…` at a word's start),
+/// and no decimal number as large as a kernel address (a recording's JSON numbers).
+fn assert_no_kernel_address(what: &str, text: &str) {
+    let lower = text.to_ascii_lowercase();
+    assert!(
+        !lower.contains("0xffff"),
+        "{what} holds a kernel address: {text}"
+    );
+    for word in lower.split(|c: char| !c.is_ascii_alphanumeric()) {
+        assert!(!word.starts_with("ffff8"), "{what} holds {word}: {text}");
+        if let Ok(n) = word.parse::<u64>() {
+            assert!(n < 0xffff_0000_0000_0000, "{what} holds {n:#x}: {text}");
+        }
+    }
+}
+
 fn host_has_kprobes() -> bool {
     Path::new("/sys/bus/event_source/devices/kprobe").exists()
 }
@@ -173,6 +189,9 @@ fn text_report_names_the_pool_and_the_missing_hooks() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains(&format!("pool {}  (", lab.dev_rx)), "{text}");
+    // Named by the kernel's netlink id (this kernel has them), not by its address.
+    assert!(text.contains(", netlink:"), "{text}");
+    assert_no_kernel_address("the text report", &text);
     assert!(text.contains("from allocator"), "{text}");
     assert!(text.contains("page_hold       tracepoint"), "{text}");
     if !host_has_kprobes() {
@@ -427,6 +446,26 @@ fn a_recording_replays_into_the_same_report() {
     lab.traffic(2);
     let live = finish_json(live);
     assert!(rec.wait().unwrap().success());
+    // One that asks for the addresses: the control, the pools do have them.
+    let addressed = start_diagnose(&["--duration", "2s", "--json", "--show-addresses"]);
+    lab.traffic(1);
+    let addressed = finish_json(addressed);
+    // Neither the report nor the file hands out a kernel address unless asked to.
+    assert_no_kernel_address("diagnose --json", &live.to_string());
+    assert_no_kernel_address(
+        "the recording",
+        &String::from_utf8_lossy(&fs::read(&file).unwrap()),
+    );
+    let addresses: Vec<&str> = addressed["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["address"].as_str())
+        .collect();
+    assert!(
+        !addresses.is_empty() && addresses.iter().all(|a| a.starts_with("0xffff")),
+        "--show-addresses: {addressed:#}"
+    );
     let mut rest = String::new();
     stderr.read_to_string(&mut rest).unwrap();
 
@@ -435,6 +474,7 @@ fn a_recording_replays_into_the_same_report() {
         &["diagnose", "--json", "--replay", file.to_str().unwrap()],
     );
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_no_kernel_address("the replay", &report.to_string());
     // Without the alloc and recycle hooks, said at the start, not found out later: this file
     // cannot feed `simulate`.
     let no_split = report["backends"]["alloc"]["backend"].is_null();
@@ -730,6 +770,8 @@ fn a_real_prometheus_scrapes_the_agent() {
     assert!(om.ends_with("# EOF\n"), "{om}");
     let (status, snap) = http_get(&addr, "/api/v1/snapshot", None);
     assert_eq!(status, 200);
+    assert_no_kernel_address("/metrics", &body);
+    assert_no_kernel_address("/api/v1/snapshot", &snap);
     let snap: Value = serde_json::from_str(&snap).unwrap();
     assert!(snap["pools"].is_array() && snap["backends"].is_object());
     assert_eq!(http_get(&addr, "/healthz", None).0, 200);
@@ -838,6 +880,7 @@ fn top_once_shows_a_live_veth_pool_with_its_figures() {
     );
     let frame = String::from_utf8(out.stdout).unwrap();
     assert_eq!(frame.lines().count(), 30, "one 120x30 frame:\n{frame}");
+    assert_no_kernel_address("top --once", &frame);
     let row = frame
         .lines()
         .find(|l| l.contains(lab.dev_rx.as_str()) && l.contains('%'))

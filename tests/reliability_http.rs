@@ -42,6 +42,7 @@ fn server() -> HttpServer {
     later.pools = (0..POOLS)
         .map(|i| {
             let pool = RawPool {
+                id: i as u32 + 1,
                 counters: PoolCounts {
                     hold_pages: 1000 + i,
                     release_pages: 900,

@@ -11,6 +11,8 @@
 //! other frame is one [`Frame`]: the cumulative counters of every pool and site at one
 //! instant. Readers refuse a file that is not a recording, a newer format, a checksum
 //! mismatch or a cut-off frame with one sentence each, and never panic on any input.
+//!
+//! No kernel address is written ([`Aliases`]): a recording is made to be sent to someone.
 use std::{
     collections::HashMap,
     fs::File,
@@ -28,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     host::system,
-    model::{Coverage, ProgramRuntime, RawPool, RawSample, SourceFacts},
+    model::{ByAddr, Coverage, PoolIds, ProgramRuntime, RawPool, RawSample, SourceFacts},
     snapshot::{Detail, HookStatus},
 };
 
@@ -86,6 +88,8 @@ impl Header {
             detail: self.detail,
             // How the recorded programs read memory is not a figure a replay shows.
             cast_reads: false,
+            // A recording holds none (`Aliases`).
+            show_addresses: false,
         }
     }
 }
@@ -97,6 +101,26 @@ pub struct RecordedPool {
     pub identity: Option<PoolIdentity>,
     pub gve_queue: Option<u32>,
     pub state: Option<PoolState>,
+}
+
+/// The kernel addresses a recording would hold (of pools, devices, NAPI instances) as numbers
+/// of its own, from 1 in the order first written, the same in every frame: the joins a replay
+/// makes (a pool's device, a NAPI instance's, a drop's) hold, and the file hands nobody the
+/// kernel's layout. 0, an unknown device, stays 0. Recordings from before this hold the
+/// addresses themselves, and replay the same.
+#[derive(Debug, Default)]
+pub struct Aliases {
+    of: ByAddr<u64, u64>,
+}
+
+impl Aliases {
+    pub fn of(&mut self, addr: u64) -> u64 {
+        if addr == 0 {
+            return 0;
+        }
+        let next = self.of.len() as u64 + 1;
+        *self.of.entry(addr).or_insert(next)
+    }
 }
 
 /// One sample: cumulative counters at `t_ns` after the recording started.
@@ -117,7 +141,14 @@ pub struct Frame {
 }
 
 impl Frame {
-    pub fn from_sample(s: &RawSample, start: Instant) -> Self {
+    /// The sample as written, its addresses through `aliases` (taken in address order, so
+    /// the same samples are written the same).
+    pub fn from_sample(s: &RawSample, start: Instant, aliases: &mut Aliases) -> Self {
+        fn sorted<K: Ord + Copy, V: Copy>(m: &ByAddr<K, V>) -> Vec<(K, V)> {
+            let mut v: Vec<(K, V)> = m.iter().map(|(k, v)| (*k, *v)).collect();
+            v.sort_unstable_by_key(|(k, _)| *k);
+            v
+        }
         let mut pools: Vec<RecordedPool> = s
             .pools
             .iter()
@@ -130,26 +161,45 @@ impl Frame {
             })
             .collect();
         pools.sort_by_key(|p| p.pool);
-        let sorted = |mut v: Vec<(u64, _)>| {
-            v.sort_by_key(|(k, _)| *k);
-            v
-        };
+        for p in &mut pools {
+            p.pool = aliases.of(p.pool);
+            if let Some(id) = &mut p.identity {
+                id.netdev = aliases.of(id.netdev);
+            }
+        }
+        let mut devices = sorted(&s.devices);
+        for (netdev, d) in &mut devices {
+            *netdev = aliases.of(*netdev);
+            d.netdev = aliases.of(d.netdev);
+        }
         Self {
             t_ns: s.at.saturating_duration_since(start).as_nanos() as u64,
             pools,
             sites: s.sites.to_vec(),
-            gve_poll: s.gve_poll.iter().map(|(k, v)| (*k, *v)).collect(),
-            napi: sorted(s.napi.iter().map(|(k, v)| (*k, *v)).collect()),
-            napi_devices: s.napi_devices.iter().map(|(k, v)| (*k, *v)).collect(),
-            devices: s.devices.iter().map(|(k, v)| (*k, *v)).collect(),
-            drops: s.drops.iter().map(|(k, v)| (*k, *v)).collect(),
-            runtime: s.runtime.map(|r| (r.run_ns, r.runs)),
-            teardowns: {
-                let mut v: Vec<(u64, PoolTeardown)> =
-                    s.teardowns.iter().map(|(k, v)| (*k, *v)).collect();
-                v.sort_by_key(|(k, _)| *k);
-                v
+            gve_poll: sorted(&s.gve_poll),
+            napi: sorted(&s.napi)
+                .into_iter()
+                .map(|(napi, c)| (aliases.of(napi), c))
+                .collect(),
+            napi_devices: sorted(&s.napi_devices)
+                .into_iter()
+                .map(|(napi, netdev)| (aliases.of(napi), aliases.of(netdev)))
+                .collect(),
+            devices,
+            drops: {
+                let mut drops: Vec<(DropKey, u64)> =
+                    s.drops.iter().map(|(k, n)| (*k, *n)).collect();
+                drops.sort_unstable_by_key(|(k, _)| (k.netdev, k.reason));
+                for (k, _) in &mut drops {
+                    k.netdev = aliases.of(k.netdev);
+                }
+                drops
             },
+            runtime: s.runtime.map(|r| (r.run_ns, r.runs)),
+            teardowns: sorted(&s.teardowns)
+                .into_iter()
+                .map(|(pool, t)| (aliases.of(pool), t))
+                .collect(),
         }
     }
 
@@ -186,6 +236,7 @@ impl Frame {
 /// Writes a recording frame by frame, flushing each so a crash loses at most one frame.
 pub struct Writer {
     out: BufWriter<File>,
+    aliases: Aliases,
 }
 
 fn write_frame(out: &mut impl Write, payload: &[u8]) -> Result<()> {
@@ -205,11 +256,16 @@ impl Writer {
         out.write_all(&FORMAT_VERSION.to_le_bytes())?;
         write_frame(&mut out, &serde_json::to_vec(header)?)?;
         out.flush()?;
-        Ok(Self { out })
+        Ok(Self {
+            out,
+            aliases: Aliases::default(),
+        })
     }
 
-    pub fn append(&mut self, frame: &Frame) -> Result<()> {
-        write_frame(&mut self.out, &serde_json::to_vec(frame)?)?;
+    /// Writes the sample `s`, taken `s.at - start` after the recording started.
+    pub fn append(&mut self, s: &RawSample, start: Instant) -> Result<()> {
+        let frame = Frame::from_sample(s, start, &mut self.aliases);
+        write_frame(&mut self.out, &serde_json::to_vec(&frame)?)?;
         self.out.flush().context("cannot write the recording")?;
         Ok(())
     }
@@ -292,10 +348,19 @@ impl Recording {
         Ok(Self { header, frames })
     }
 
-    /// The recording's samples on this process's clock, first to last.
+    /// The recording's samples on this process's clock, first to last, their pools named as
+    /// a live source names them.
     pub fn samples(&self) -> Vec<RawSample> {
         let base = Instant::now();
-        self.frames.iter().map(|f| f.to_sample(base)).collect()
+        let mut ids = PoolIds::default();
+        self.frames
+            .iter()
+            .map(|f| {
+                let mut s = f.to_sample(base);
+                ids.name(&mut s.pools);
+                s
+            })
+            .collect()
     }
 }
 
@@ -317,13 +382,17 @@ mod tests {
         }
     }
 
+    const POOL: u64 = 0xffff_8880_1234_0000;
+    const NETDEV: u64 = 0xffff_8880_0567_8000;
+
     fn sample(t: Instant, allocs: u64) -> RawSample {
         let mut s = RawSample::empty(t);
         let mut id = PoolIdentity::EMPTY;
         id.ifname[..5].copy_from_slice(b"vnet1");
         id.known = PoolIdentity::KNOWN_IFNAME;
+        id.netdev = NETDEV;
         s.pools.insert(
-            0xffff_8880_1234_0000,
+            POOL,
             RawPool {
                 counters: crate::model::PoolCounts {
                     alloc_calls: allocs,
@@ -335,7 +404,7 @@ mod tests {
         );
         s.drops.insert(
             DropKey {
-                netdev: 7,
+                netdev: NETDEV,
                 reason: 2,
                 _pad: 0,
             },
@@ -349,11 +418,8 @@ mod tests {
         let t0 = Instant::now();
         let mut w = Writer::create(&path, &header()).unwrap();
         for i in 0..3u64 {
-            w.append(&Frame::from_sample(
-                &sample(t0 + Duration::from_millis(10 * i), 100 * i),
-                t0,
-            ))
-            .unwrap();
+            w.append(&sample(t0 + Duration::from_millis(10 * i), 100 * i), t0)
+                .unwrap();
         }
         drop(w);
         std::fs::read(&path).unwrap()
@@ -376,17 +442,29 @@ mod tests {
         assert_eq!(rec.header, header());
         assert_eq!(rec.frames.len(), 3);
         let samples = rec.samples();
-        assert_eq!(
-            samples[2].pools[&0xffff_8880_1234_0000]
-                .counters
-                .alloc_calls,
-            200
-        );
+        // The pool under its alias, named as a live source names it.
+        let pool = &samples[2].pools[&1];
+        assert_eq!((pool.counters.alloc_calls, pool.id), (200, 1));
         assert_eq!(
             samples[2].at.duration_since(samples[0].at),
             Duration::from_millis(20)
         );
         assert_eq!(samples[1].drops.values().sum::<u64>(), 10);
+    }
+
+    /// A recording is made to be sent: no kernel address is in it, and what the addresses
+    /// joined (a pool and the drops of its device) still joins.
+    #[test]
+    fn no_kernel_address_is_written() {
+        let bytes = recording_bytes(&tempdir());
+        let text = String::from_utf8_lossy(&bytes);
+        for addr in [POOL, NETDEV] {
+            assert!(!text.contains(&addr.to_string()), "{text}");
+        }
+        let last = Recording::parse(&bytes).unwrap().samples().pop().unwrap();
+        let netdev = last.pools[&1].identity.unwrap().netdev;
+        assert_eq!(netdev, 2);
+        assert_eq!(last.drops.keys().next().unwrap().netdev, netdev);
     }
 
     #[test]
@@ -430,7 +508,7 @@ mod tests {
         let path = dir.join("one.ppscope");
         let t0 = Instant::now();
         let mut w = Writer::create(&path, &header()).unwrap();
-        w.append(&Frame::from_sample(&sample(t0, 1), t0)).unwrap();
+        w.append(&sample(t0, 1), t0).unwrap();
         drop(w);
         let e = format!("{:#}", Recording::read(&path).unwrap_err());
         assert!(e.contains("needs at least 2"), "{e}");
@@ -457,7 +535,7 @@ mod tests {
                     _pad: 0,
                 });
             }
-            w.append(&Frame::from_sample(&s, t0)).unwrap();
+            w.append(&s, t0).unwrap();
         }
         drop(w);
         let rec = Recording::read(&path).unwrap();

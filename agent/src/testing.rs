@@ -33,7 +33,8 @@ pub fn identity(ifname: &str) -> PoolIdentity {
     id
 }
 
-/// A sample at `at` holding one pool, at `addr`, with these counters and identity.
+/// A sample at `at` holding one pool, at `addr` (ppscope's id 1), with these counters and
+/// identity.
 pub fn one_pool_sample(
     at: Instant,
     addr: u64,
@@ -44,6 +45,7 @@ pub fn one_pool_sample(
     s.pools.insert(
         addr,
         RawPool {
+            id: 1,
             identity: Some(identity),
             ..RawPool::from_counters(counters)
         },
@@ -74,7 +76,7 @@ pub fn write_recording(
     };
     let mut w = recording::Writer::create(path, &header).unwrap();
     for s in samples {
-        w.append(&recording::Frame::from_sample(&s, start)).unwrap();
+        w.append(&s, start).unwrap();
     }
 }
 

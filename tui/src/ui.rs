@@ -461,6 +461,7 @@ fn detail_text(
         ident.push("memory provider".into());
     }
     ident.push(p.pool.clone());
+    ident.extend(p.address.clone());
     lines.push(Line::styled(ident.join("  "), health_style(m.health)));
     // What to do comes right after which pool it is: the rest is the evidence.
     match &p.advice {

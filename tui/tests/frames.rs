@@ -24,7 +24,8 @@ fn latency(buckets: &[(usize, u64)]) -> Latency {
 /// A pool with every figure known; `slow` and `ring_full` per second over a 1 s interval.
 fn pool(addr: u64, ifname: &str, queue: u32, allocs: u64, slow: u64, ring_full: u64) -> PoolView {
     let mut p = PoolView::unprobed(0, None, None);
-    p.pool = format!("{addr:#x}");
+    // Named as the model names a pool without a netlink id (never by its address).
+    p.pool = format!("ppscope:{}", (addr >> 12) & 0xfff);
     p.addr = addr;
     p.netlink_id = None;
     p.ifname = Some(ifname.into());
@@ -74,7 +75,7 @@ fn fleet() -> Snapshot {
             pool(0xffff_8880_0000_3000, "eth0", 1, 500_000, 3_000, 9_000),
             {
                 let mut idle = PoolView::unprobed(7, None, None);
-                idle.pool = "0xffff888000004000".into();
+                idle.pool = "ppscope:4".into();
                 idle
             },
         ],

@@ -525,6 +525,7 @@ mod tests {
             let mut s = RawSample::empty(t0 + Duration::from_secs(secs));
             let mut pool = RawPool::default();
             pool.counters.hold_pages = hold;
+            pool.id = 1;
             s.pools.insert(0x1000, pool);
             Arc::new(s)
         };
@@ -562,7 +563,7 @@ mod tests {
         let metrics = get("/metrics");
         assert_eq!(metrics.status, 200);
         assert!(
-            metrics.body.contains("pool=\"0x1000\""),
+            metrics.body.contains("pool=\"ppscope:1\""),
             "the pool's series: {}",
             metrics.body
         );

@@ -565,7 +565,7 @@ mod tests {
         id.queue_idx = 0;
         id.known =
             PoolIdentity::KNOWN_IFNAME | PoolIdentity::KNOWN_NETLINK_ID | PoolIdentity::KNOWN_QUEUE;
-        Snapshot::with_pools("k", 1.0, vec![pool_view(0x10, &c, Some(&id), &cov)])
+        Snapshot::with_pools("k", 1.0, vec![pool_view(0x10, 1, &c, Some(&id), &cov)])
     }
 
     fn lines<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {

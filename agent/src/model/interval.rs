@@ -33,7 +33,8 @@ pub fn snapshot(facts: &SourceFacts, earlier: &RawSample, later: &RawSample) -> 
                 .flatten();
             (d != PoolCounters::default() || teardown.is_some()).then(|| {
                 let id = now.identity.as_ref().or(before.identity.as_ref());
-                let mut view = pool_view(*addr, &d, id, cov);
+                let mut view = pool_view(*addr, now.id.max(before.id), &d, id, cov);
+                view.address = facts.show_addresses.then(|| format!("{addr:#x}"));
                 view.gve_queue = now.gve_queue.or(before.gve_queue);
                 if let Some(st) = now.state {
                     apply_state(&mut view, &st, facts.page_size);

@@ -25,7 +25,8 @@ pub use interval::snapshot;
 pub use moved::moved_pools;
 pub use pools::{apply_state, pool_view};
 pub use sample::{
-    ByAddr, Coverage, PoolCounts, PoolHists, ProgramRuntime, RawPool, RawSample, SourceFacts,
+    ByAddr, Coverage, PoolCounts, PoolHists, PoolIds, ProgramRuntime, RawPool, RawSample,
+    SourceFacts,
 };
 
 pub use crate::snapshot::ratio;

@@ -203,7 +203,7 @@ mod tests {
             hold_pages: 64,
             ..Default::default()
         };
-        let mut snap = snapshot_with(pool_view(0x10, &c, Some(&id), &cov));
+        let mut snap = snapshot_with(pool_view(0x10, 1, &c, Some(&id), &cov));
         let start = sample(vec![nl_pool(7)], vec![stats(7, 100)]);
         let end = sample(vec![nl_pool(7)], vec![stats(7, 1100)]);
         merge(&mut snap, &start, &end);
@@ -241,7 +241,7 @@ mod tests {
             put_calls: 990,
             ..Default::default()
         };
-        let mut snap = snapshot_with(pool_view(0x10, &c, Some(&id), &all));
+        let mut snap = snapshot_with(pool_view(0x10, 1, &c, Some(&id), &all));
         merge(
             &mut snap,
             &sample(vec![], vec![]),

@@ -3,7 +3,8 @@ use ppscope_common::{PoolCounters, PoolIdentity, PoolState, PoolTeardown};
 
 use super::{c_name, ratio, Coverage};
 use crate::snapshot::{
-    AllocSplit, BurstView, Distribution, Latency, PageFlow, PoolView, RecycleSplit, TeardownView,
+    pool_name, AllocSplit, BurstView, Distribution, Latency, PageFlow, PoolView, RecycleSplit,
+    TeardownView,
 };
 
 /// Ring fill and inflight pages (with the memory they pin, in pages of `page_size` bytes, the
@@ -19,9 +20,11 @@ pub fn apply_state(view: &mut PoolView, st: &PoolState, page_size: u64) {
     }
 }
 
-/// Turns one pool's counters over an interval into what they mean.
+/// Turns one pool's counters over an interval into what they mean. `pool` is its kernel
+/// address (the key it is joined by inside the process), `ppscope_id` its own id.
 pub fn pool_view(
     pool: u64,
+    ppscope_id: u32,
     c: &PoolCounters,
     id: Option<&PoolIdentity>,
     cov: &Coverage,
@@ -78,15 +81,17 @@ pub fn pool_view(
         (Some(a), Some(b)) => Some(a + b),
         _ => None,
     };
+    let netlink_id = known(PoolIdentity::KNOWN_NETLINK_ID).map(|i| i.netlink_id);
     PoolView {
-        pool: format!("{pool:#x}"),
+        pool: pool_name(netlink_id, ppscope_id),
+        address: None,
         addr: pool,
         netdev: id.map_or(0, |i| i.netdev),
         ifname: known(PoolIdentity::KNOWN_IFNAME).and_then(|i| c_name(&i.ifname)),
         driver: id.and_then(|i| c_name(&i.driver)),
         ifindex: known(PoolIdentity::KNOWN_IFINDEX).map(|i| i.ifindex),
         queue: known(PoolIdentity::KNOWN_QUEUE).map(|i| i.queue_idx),
-        netlink_id: known(PoolIdentity::KNOWN_NETLINK_ID).map(|i| i.netlink_id),
+        netlink_id,
         pool_size: known(PoolIdentity::KNOWN_POOL_SIZE).map(|i| i.pool_size),
         ring_size: known(PoolIdentity::KNOWN_RING_SIZE).map(|i| i.ring_size),
         order: known(PoolIdentity::KNOWN_ORDER).map(|i| i.order),

@@ -52,9 +52,46 @@ impl Coverage {
     }
 }
 
+/// ppscope's own pool ids, for pools the kernel gives no netlink id (kernels before 6.8):
+/// the pool's kernel address would hand KASLR to anyone who can scrape the agent. A pool keeps
+/// its id while every sample holds it; new pools are numbered in address order, so the same
+/// samples (a recording replayed) name their pools the same. A source names each sample's
+/// pools with one of these before anything else sees them.
+#[derive(Debug, Default)]
+pub struct PoolIds {
+    ids: ByAddr<u64, u32>,
+    last: u32,
+}
+
+impl PoolIds {
+    /// Sets `id` on every pool: the one it had in the previous sample, or the next free. Pools
+    /// absent from this sample are forgotten (one back later is a new pool to its reader).
+    pub fn name(&mut self, pools: &mut ByAddr<u64, RawPool>) {
+        self.ids.retain(|addr, _| pools.contains_key(addr));
+        let mut new = Vec::new();
+        for (addr, pool) in pools.iter_mut() {
+            match self.ids.get(addr) {
+                Some(&id) => pool.id = id,
+                None => new.push(*addr),
+            }
+        }
+        new.sort_unstable();
+        for addr in new {
+            self.last += 1;
+            self.ids.insert(addr, self.last);
+            if let Some(pool) = pools.get_mut(&addr) {
+                pool.id = self.last;
+            }
+        }
+    }
+}
+
 /// One pool at one instant.
 #[derive(Debug, Clone, Default)]
 pub struct RawPool {
+    /// ppscope's own name for the pool (from 1; [`PoolIds`]): its kernel address never
+    /// leaves the process.
+    pub id: u32,
     /// The pool's counts (its histograms are `hists`).
     pub counters: PoolCounts,
     /// The pool's histograms (None: all zero), shared with the samples before while they do
@@ -251,4 +288,6 @@ pub struct SourceFacts {
     /// `bpf_rdonly_cast` (a load each) rather than `bpf_probe_read_kernel` (a helper call
     /// each): see `probes/cast.rs`. False for a replay or a simulation.
     pub cast_reads: bool,
+    /// Pools show their kernel address (`--show-addresses`, local commands run by root).
+    pub show_addresses: bool,
 }

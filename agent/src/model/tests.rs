@@ -45,7 +45,7 @@ fn counters() -> PoolCounters {
 
 #[test]
 fn allocation_split_matches_kernel_definitions() {
-    let v = pool_view(1, &counters(), None, &ALL);
+    let v = pool_view(1, 1, &counters(), None, &ALL);
     // 30 refills, 5 found the ring empty → 25 allocations served by the ring.
     assert_eq!(v.alloc.ring, Some(25));
     assert_eq!(v.alloc.slow, Some(5));
@@ -57,7 +57,7 @@ fn allocation_split_matches_kernel_definitions() {
 
 #[test]
 fn recycle_split_adds_up() {
-    let v = pool_view(1, &counters(), None, &ALL);
+    let v = pool_view(1, 1, &counters(), None, &ALL);
     assert_eq!(v.recycle.cached, Some(600));
     assert_eq!(v.recycle.ring_full, Some(42));
     assert_eq!(v.recycle.total, Some(1000));
@@ -74,7 +74,7 @@ fn unmeasured_counts_are_unknown_not_zero() {
         release: true,
         ..Default::default()
     };
-    let v = pool_view(1, &counters(), None, &cov);
+    let v = pool_view(1, 1, &counters(), None, &cov);
     assert_eq!(v.alloc, AllocSplit::default());
     // Pages leaving the pool are seen by page_release alone: that part of the split is known.
     assert_eq!(
@@ -99,13 +99,38 @@ fn identity_fields_only_when_read() {
     id.known = PoolIdentity::KNOWN_IFNAME | PoolIdentity::KNOWN_POOL_SIZE;
     id.pool_size = 256;
     id.queue_idx = 7; // not marked known
-    let v = pool_view(0xffff_8880_0000_1000, &counters(), Some(&id), &ALL);
+    let v = pool_view(0xffff_8880_0000_1000, 1, &counters(), Some(&id), &ALL);
     assert_eq!(v.ifname.as_deref(), Some("vnet1"));
     assert_eq!(v.pool_size, Some(256));
     assert_eq!(v.queue, None);
     assert_eq!(v.label(), "vnet1");
-    let anon = pool_view(0xffff_8880_0000_1000, &counters(), None, &ALL);
-    assert_eq!(anon.label(), "0xffff888000001000");
+    // Named, never by its kernel address: ppscope's own id, or the kernel's netlink id.
+    let anon = pool_view(0xffff_8880_0000_1000, 3, &counters(), None, &ALL);
+    assert_eq!((anon.label(), anon.address), ("ppscope:3".into(), None));
+    id.known |= PoolIdentity::KNOWN_NETLINK_ID;
+    id.netlink_id = 12;
+    let v = pool_view(0xffff_8880_0000_1000, 3, &counters(), Some(&id), &ALL);
+    assert_eq!(v.pool, "netlink:12");
+}
+
+/// A pool keeps its id while samples hold it; new pools take the next ids in address order;
+/// one gone and back is new.
+#[test]
+fn pool_ids_are_stable_and_never_reused() {
+    let mut ids = crate::model::PoolIds::default();
+    let mut pools = crate::model::ByAddr::default();
+    for addr in [0x30, 0x10] {
+        pools.insert(addr, RawPool::default());
+    }
+    ids.name(&mut pools);
+    assert_eq!((pools[&0x10].id, pools[&0x30].id), (1, 2));
+    pools.remove(&0x10);
+    pools.insert(0x20, RawPool::default());
+    ids.name(&mut pools);
+    assert_eq!((pools[&0x20].id, pools[&0x30].id), (3, 2));
+    pools.insert(0x10, RawPool::default());
+    ids.name(&mut pools);
+    assert_eq!(pools[&0x10].id, 4);
 }
 
 #[test]
@@ -116,7 +141,7 @@ fn an_alloc_hook_that_misses_calls_leaves_the_cache_share_unknown() {
         slow_calls: 4,
         ..Default::default()
     };
-    let v = pool_view(1, &c, None, &ALL);
+    let v = pool_view(1, 1, &c, None, &ALL);
     assert_eq!(v.alloc.cache, None);
     assert_eq!(v.alloc.total, None);
     assert_eq!(v.alloc.ring, Some(2391));
@@ -133,7 +158,7 @@ fn burst_profile_distributions() {
     c.full_run_hist[3] = 9; // runs of 8..15 pages
     c.full_run_hist[7] = 1; // one run of 128..255
     c.fill_hist[8] = 4;
-    let v = pool_view(1, &c, None, &ALL);
+    let v = pool_view(1, 1, &c, None, &ALL);
     let runs = v.bursts.ring_full_runs.unwrap();
     assert_eq!(
         (runs.samples, runs.p50, runs.p99, runs.max),
@@ -153,14 +178,14 @@ fn burst_profile_distributions() {
     let mut id = PoolIdentity::EMPTY;
     id.known = PoolIdentity::KNOWN_RING_SIZE;
     id.ring_size = 256;
-    let v = pool_view(1, &c, Some(&id), &ALL);
+    let v = pool_view(1, 1, &c, Some(&id), &ALL);
     assert_eq!(v.bursts.ring_fill.unwrap().max, 256);
     // Without the hooks that feed them: unknown, not "none".
     let tp_only = Coverage {
         hold: true,
         ..Default::default()
     };
-    let v = pool_view(1, &c, None, &tp_only);
+    let v = pool_view(1, 1, &c, None, &tp_only);
     assert_eq!(v.bursts, BurstView::default());
     let mut a = PoolCounts {
         full_run: 5,
@@ -188,7 +213,7 @@ fn burst_profile_distributions() {
 
 #[test]
 fn no_division_by_zero() {
-    let v = pool_view(1, &PoolCounters::default(), None, &ALL);
+    let v = pool_view(1, 1, &PoolCounters::default(), None, &ALL);
     assert_eq!(v.ring_hit_rate, None);
     assert_eq!(v.fast_path_rate, None);
     assert_eq!(v.slow_path_latency, None);
@@ -279,6 +304,7 @@ fn snapshot_keeps_moving_pools_busiest_first() {
     before.pools.insert(
         1,
         RawPool {
+            id: 1,
             identity: None,
             ..RawPool::from_counters(counters())
         },
@@ -286,6 +312,7 @@ fn snapshot_keeps_moving_pools_busiest_first() {
     before.pools.insert(
         2,
         RawPool {
+            id: 2,
             identity: None,
             ..RawPool::from_counters(counters())
         },
@@ -301,13 +328,14 @@ fn snapshot_keeps_moving_pools_busiest_first() {
     after.pools.insert(
         3,
         RawPool {
+            id: 3,
             identity: None,
             ..RawPool::from_counters(small)
         },
     );
     let s = snapshot(&crate::testing::facts("k", ALL), &before, &after);
     let names: Vec<_> = s.pools.iter().map(|p| p.pool.clone()).collect();
-    assert_eq!(names, vec!["0x2", "0x3"]);
+    assert_eq!(names, vec!["ppscope:2", "ppscope:3"]);
     assert_eq!(s.pools[0].alloc.total, Some(10));
     assert_eq!(s.duration_seconds, 2.0);
 }

@@ -45,7 +45,7 @@ use crate::{
         btf::{self, KernelBtf, ResolvedField, VMLINUX_BTF},
         system::{self, Symbols},
     },
-    model::{Coverage, SourceFacts},
+    model::{Coverage, PoolIds, SourceFacts},
     snapshot::{Backend, Detail, Group, HookStatus},
 };
 
@@ -73,6 +73,8 @@ pub struct ProbeOptions {
     pub map_capacity: u32,
     /// `light` leaves the per-page and per-poll hooks off.
     pub detail: Detail,
+    /// Pools show their kernel address (`--show-addresses`).
+    pub show_addresses: bool,
 }
 
 /// The maps keyed by pool, NAPI instance or device: sized by [`ProbeOptions::map_capacity`].
@@ -112,6 +114,8 @@ pub struct Probes {
     /// Each pool's record and identity as last read, taken again while its counts hold
     /// still (see [`kept`]).
     kept: KeptRecords,
+    /// The pools' own ids (what names a pool the kernel gives no netlink id).
+    ids: PoolIds,
 }
 
 impl Probes {
@@ -269,6 +273,7 @@ impl Probes {
                 drop_reasons,
                 detail: opts.detail,
                 cast_reads: cast_support.is_some(),
+                show_addresses: opts.show_addresses,
             },
             fields,
             map_capacity: opts.map_capacity,
@@ -277,6 +282,7 @@ impl Probes {
             modules,
             refresh_failed: HashMap::new(),
             kept: KeptRecords::default(),
+            ids: PoolIds::default(),
         })
     }
 

@@ -118,6 +118,7 @@ impl Probes {
             known,
             whole,
         );
+        self.ids.name(&mut pools);
         each::<u64, u32>(map("GVE_POOL_QUEUE")?, |pool, queue| {
             if let Some(entry) = pools.get_mut(&pool) {
                 entry.gve_queue = Some(queue);

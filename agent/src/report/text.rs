@@ -74,6 +74,7 @@ fn pool_text(p: &PoolView, out: &mut String) {
         ident.push("memory provider".into());
     }
     ident.push(p.pool.clone());
+    ident.extend(p.address.clone());
     let _ = writeln!(out, "pool {}  ({})", p.label(), ident.join(", "));
     let a = &p.alloc;
     let _ = writeln!(
@@ -577,7 +578,7 @@ mod tests {
             slow: true,
             ..Default::default()
         };
-        let s = Snapshot::with_pools("7.2.13", 5.0, vec![pool_view(0x10, &c, None, &cov)]);
+        let s = Snapshot::with_pools("7.2.13", 5.0, vec![pool_view(0x10, 1, &c, None, &cov)]);
         let t = text(&s);
         assert!(
             t.contains("cache 988 (98.8%)  ring 10 (1.0%)  slow 2 (0.2%)"),

@@ -301,9 +301,16 @@ pub enum PoolKey {
 /// One pool over one interval.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct PoolView {
-    /// Kernel address of the `struct page_pool`: the only identity when nothing else is known.
+    /// The pool's name: `netlink:N`, the kernel's netlink id (Linux 6.8+), or `ppscope:N`,
+    /// ppscope's own id where the kernel gives none (stable while the pool lives). Never its
+    /// kernel address, which would hand KASLR to anyone who can read the output.
     pub pool: String,
-    /// The same address as a number (0 for a pool known only from netlink).
+    /// The kernel address of the `struct page_pool` (`--show-addresses` only: a local
+    /// command run by root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// The kernel address as a number, the key pools are joined by inside the process (0 for
+    /// a pool known only from netlink, or read from an agent).
     #[serde(skip)]
     pub addr: u64,
     /// Kernel address of its net_device (0: unknown), to join NAPI and drop records.
@@ -360,7 +367,8 @@ impl PoolView {
     /// A pool known only from netlink (no probe saw it in the window).
     pub fn unprobed(netlink_id: u32, ifindex: Option<u32>, ifname: Option<String>) -> Self {
         Self {
-            pool: format!("netlink:{netlink_id}"),
+            pool: pool_name(Some(netlink_id), 0),
+            address: None,
             addr: 0,
             netdev: 0,
             ifname,
@@ -412,13 +420,23 @@ impl PoolView {
             + self.teardown.as_ref().map_or(0, |t| t.attempts)
     }
 
-    /// How a person names this pool: `vnet1 q0`, `veth1`, or the pool address.
+    /// How a person names this pool: `vnet1 q0`, `veth1`, or its name (`netlink:7`).
     pub fn label(&self) -> String {
         match (&self.ifname, self.queue) {
             (Some(n), Some(q)) => format!("{n} q{q}"),
             (Some(n), None) => n.clone(),
             (None, _) => self.pool.clone(),
         }
+    }
+}
+
+/// How a pool is named outside the process: by the kernel's netlink id where the pool has one
+/// (Linux 6.8+; `ynl --family netdev --dump page-pool-get` shows the same), else by ppscope's
+/// own id (`model::PoolIds`); never by its kernel address.
+pub fn pool_name(netlink_id: Option<u32>, ppscope_id: u32) -> String {
+    match netlink_id {
+        Some(id) => format!("netlink:{id}"),
+        None => format!("ppscope:{ppscope_id}"),
     }
 }
 

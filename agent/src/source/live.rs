@@ -348,7 +348,7 @@ pub fn record(
     let mut frames = 0u64;
     sample_for(probes, duration, interval, wait, |s| {
         let start = *start.get_or_insert(s.at);
-        writer.append(&crate::recording::Frame::from_sample(s, start))?;
+        writer.append(s, start)?;
         frames += 1;
         if let Some(started) = started.take() {
             started();

@@ -171,7 +171,7 @@ impl Source for SimSource {
         let mut cur = RawSample::empty(self.clock);
         let any_provider = self.pools.iter().any(|p| p.scenario.profile.provider);
         let (mut provider_calls, mut dmabuf_frees) = (0, 0);
-        for p in &mut self.pools {
+        for (i, p) in self.pools.iter_mut().enumerate() {
             let profile = &p.scenario.profile;
             if profile.steps.is_empty() {
                 continue;
@@ -205,6 +205,7 @@ impl Source for SimSource {
             cur.pools.insert(
                 p.addr,
                 RawPool {
+                    id: i as u32 + 1,
                     identity: Some(p.identity),
                     gve_queue: None,
                     state: Some(PoolState {

@@ -7,6 +7,8 @@
 //! own id when it has no netlink id.
 use std::fmt::Write;
 
+use ppscope_common::LATENCY_BUCKETS;
+
 use crate::snapshot::{DeviceView, Latency, NapiView, OverheadView, PoolView, Snapshot};
 
 /// What the agent knows about itself, for the self-metrics.
@@ -96,11 +98,13 @@ impl<'a> Family<'a> {
         );
     }
 
-    /// A log2-ns histogram in seconds: cumulative, every bucket edge present, `+Inf`.
+    /// A log2-ns histogram in seconds: cumulative, every one of the kernel's
+    /// [`LATENCY_BUCKETS`] edges present whatever was counted (a family's series must share
+    /// one `le` set, or `sum by (le)` across pools adds mismatched buckets), then `+Inf`.
     fn histogram(&mut self, base: &[(&str, &str)], l: &Latency) {
         let mut cumulative = 0u64;
-        for (i, n) in l.buckets.iter().enumerate() {
-            cumulative += n;
+        for i in 0..LATENCY_BUCKETS {
+            cumulative += l.buckets.get(i).copied().unwrap_or(0);
             let le = format!("{}", ((1u64 << (i + 1)) as f64) / 1e9);
             let mut pairs = base.to_vec();
             pairs.push(("le", &le));
@@ -161,10 +165,11 @@ enum Series {
     PoolKinds(fn(&PoolView) -> PoolKinds),
     /// Per pool that knows the figure.
     Pool(fn(&PoolView) -> Option<u64>),
-    /// Per pool that has the histogram.
-    PoolHistogram(fn(&PoolView) -> Option<&Latency>),
-    /// One histogram of the whole snapshot, when it has it.
-    Histogram(fn(&Snapshot) -> Option<&Latency>),
+    /// Per pool, while the hook that fills the histogram is attached (all zero until it
+    /// counts: a series that appears only with its first event breaks `rate()`).
+    PoolHistogram(&'static str, fn(&PoolView) -> Option<&Latency>),
+    /// One histogram of the whole snapshot, while the hook that fills it is attached.
+    Histogram(&'static str, fn(&Snapshot) -> Option<&Latency>),
     /// Per device with NAPI figures.
     Napi(fn(&NapiView) -> u64),
     /// Per device and drop reason.
@@ -251,7 +256,7 @@ const FAMILIES: &[FamilyDef] = &[
         "ppscope_page_pool_slow_path_seconds",
         "histogram",
         "Time spent in the page_pool slow path (page allocator, 64 pages per call).",
-        Series::PoolHistogram(|p| p.slow_path_latency.as_ref()),
+        Series::PoolHistogram("slow_path", |p| p.slow_path_latency.as_ref()),
     ),
     family(
         "ppscope_page_pool_ring_size",
@@ -299,7 +304,7 @@ const FAMILIES: &[FamilyDef] = &[
         "ppscope_devmem_dontneed_seconds",
         "histogram",
         "Latency of SO_DEVMEM_DONTNEED (sock_devmem_dontneed).",
-        Series::Histogram(|s| {
+        Series::Histogram("devmem_dontneed", |s| {
             s.devmem
                 .as_ref()
                 .and_then(|d| d.dontneed.as_ref())
@@ -433,6 +438,7 @@ pub fn render(snap: &Snapshot, me: &SelfStats, format: Format, max_pools: usize)
         ]
     };
     let device = |d: &DeviceView| d.ifname.clone().unwrap_or_default();
+    let attached = |hook: &str| snap.backends.get(hook).is_some_and(|h| h.attached());
     for def in FAMILIES {
         if matches!(def.series, Series::Overhead(_)) && snap.overhead.is_none() {
             continue;
@@ -457,18 +463,21 @@ pub fn render(snap: &Snapshot, me: &SelfStats, format: Format, max_pools: usize)
                     }
                 }
             }
-            Series::PoolHistogram(get) => {
+            Series::PoolHistogram(hook, get) => {
+                let counting = attached(hook);
                 for (i, p) in pools.iter().enumerate() {
-                    if let Some(l) = get(p) {
-                        f.histogram(&base(i), l);
+                    match get(p) {
+                        Some(l) => f.histogram(&base(i), l),
+                        None if counting => f.histogram(&base(i), &Latency::default()),
+                        None => {}
                     }
                 }
             }
-            Series::Histogram(get) => {
-                if let Some(l) = get(snap) {
-                    f.histogram(&[], l);
-                }
-            }
+            Series::Histogram(hook, get) => match get(snap) {
+                Some(l) => f.histogram(&[], l),
+                None if attached(hook) => f.histogram(&[], &Latency::default()),
+                None => {}
+            },
             Series::Napi(get) => {
                 for d in &snap.devices {
                     if let Some(n) = &d.napi {
@@ -706,8 +715,9 @@ mod tests {
     fn histogram_is_cumulative_with_every_edge_and_seconds() {
         let (t, _) = render(&snap(), &SelfStats::default(), Format::Prometheus, 100);
         let buckets = lines(&t, "ppscope_page_pool_slow_path_seconds_bucket");
-        // Buckets 0..=12 plus +Inf: no edge missing, zeros included.
-        assert_eq!(buckets.len(), 14, "{buckets:#?}");
+        // Every one of the kernel's 32 log2 edges plus +Inf, zeros included, whatever the
+        // highest bucket counted.
+        assert_eq!(buckets.len(), LATENCY_BUCKETS + 1, "{buckets:#?}");
         assert!(
             buckets[0].ends_with("le=\"0.000000002\"} 0"),
             "{}",
@@ -720,9 +730,57 @@ mod tests {
         );
         assert!(buckets[11].ends_with("} 2"), "cumulative: {}", buckets[11]);
         assert!(buckets[12].contains("le=\"0.000008192\"") && buckets[12].ends_with("} 3"));
-        assert!(buckets[13].contains("le=\"+Inf\"") && buckets[13].ends_with("} 3"));
+        assert!(buckets[31].contains("le=\"4.294967296\"") && buckets[31].ends_with("} 3"));
+        assert!(buckets[32].contains("le=\"+Inf\"") && buckets[32].ends_with("} 3"));
         assert!(t.contains("ppscope_page_pool_slow_path_seconds_sum{device=\"ve\\\"th\\\\1\",queue=\"0\",pool=\"7\"} 0.000007"), "{t}");
         assert!(lines(&t, "ppscope_page_pool_slow_path_seconds_count")[0].ends_with(" 3"));
+    }
+
+    /// Every pool's histogram carries the same `le` set, and a pool that had no slow path yet
+    /// exports zeros while the hook is attached (none while it is not): `sum by (le)` across
+    /// pools and `rate()` over a pool's first slow path both need the series there.
+    #[test]
+    fn every_pool_exports_the_same_buckets_zeros_included() {
+        use crate::snapshot::{Backend, Group, HookStatus};
+        let mut s = snap();
+        let mut quiet = s.pools[0].clone();
+        quiet.slow_path_latency = None;
+        quiet.pool = "8".into();
+        quiet.netlink_id = Some(8);
+        s.pools.push(quiet);
+        let le_of = |t: &str, pool: &str| -> Vec<String> {
+            lines(t, "ppscope_page_pool_slow_path_seconds_bucket")
+                .into_iter()
+                .filter(|l| l.contains(&format!("pool=\"{pool}\"")))
+                .map(|l| {
+                    l.split("le=")
+                        .nth(1)
+                        .unwrap()
+                        .split('}')
+                        .next()
+                        .unwrap()
+                        .to_string()
+                })
+                .collect()
+        };
+        let (t, _) = render(&s, &SelfStats::default(), Format::Prometheus, 100);
+        assert!(le_of(&t, "8").is_empty(), "the hook is not attached: {t}");
+        s.backends.insert(
+            "slow_path".into(),
+            HookStatus {
+                hook: "slow_path".into(),
+                group: Group::PagePool,
+                backend: Some(Backend::Fentry),
+                targets: vec![],
+                reasons: vec![],
+                loses: "".into(),
+                load: None,
+            },
+        );
+        let (t, _) = render(&s, &SelfStats::default(), Format::Prometheus, 100);
+        assert_eq!(le_of(&t, "8"), le_of(&t, "7"));
+        assert_eq!(le_of(&t, "8").len(), LATENCY_BUCKETS + 1);
+        assert!(t.contains("ppscope_page_pool_slow_path_seconds_count{device=\"ve\\\"th\\\\1\",queue=\"0\",pool=\"8\"} 0"), "{t}");
     }
 
     #[test]

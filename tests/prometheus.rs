@@ -1,0 +1,172 @@
+//! The agent's histograms as a real Prometheus reads them: the server `ppscope agent` runs,
+//! fed two pools whose slow paths fall in different buckets, scraped by Prometheus (the Debian
+//! package `cargo xtask setup` installs), and the quantile query an alert rule makes summed
+//! across both. Buckets that differed per pool (each cut at its highest non-empty one) made
+//! `sum by (le)` add mismatched series; every series now carries the same `le` set.
+use std::{
+    fs,
+    process::{Child, Command, Stdio},
+    sync::{Arc, Mutex},
+    thread,
+    time::{Duration, Instant},
+};
+
+use ppscope::{
+    export::http::{HttpServer, Shared},
+    model::{self, Coverage, PoolHists, RawPool, RawSample},
+};
+use ppscope_common::PoolIdentity;
+use serde_json::Value;
+
+mod common;
+
+use common::{free_tcp_port, http_get_timeout};
+
+/// Kills a child on drop (a failed assertion must not leave Prometheus running).
+struct Reaper(Child);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Two pools of one device after `secs` seconds: each took 100 slow paths a second, pool 1's
+/// in [1, 2) µs (log2 bucket 10), pool 2's in [4, 8) µs (bucket 12).
+fn sample(t0: Instant, secs: u64) -> RawSample {
+    let mut s = RawSample::empty(t0 + Duration::from_secs(secs));
+    for (id, bucket) in [(1u32, 10usize), (2, 12)] {
+        let mut identity = PoolIdentity::EMPTY;
+        identity.ifname[..4].copy_from_slice(b"eth0");
+        identity.netlink_id = id;
+        identity.queue_idx = id - 1;
+        identity.known =
+            PoolIdentity::KNOWN_IFNAME | PoolIdentity::KNOWN_NETLINK_ID | PoolIdentity::KNOWN_QUEUE;
+        let mut hists = PoolHists::default();
+        hists.slow[bucket] = 100 * secs;
+        let mut pool = RawPool {
+            id,
+            identity: Some(identity),
+            hists: Some(Arc::new(hists)),
+            ..Default::default()
+        };
+        pool.counters.slow_calls = 100 * secs;
+        pool.counters.slow_ns_sum = 100 * secs * (1 << bucket);
+        s.pools.insert(u64::from(id) << 12, pool);
+    }
+    s
+}
+
+#[test]
+#[ignore = "needs prometheus (cargo xtask setup installs it): run through `cargo xtask test`"]
+fn two_pools_histograms_sum_into_the_right_quantile_in_prometheus() {
+    let t0 = Instant::now();
+    let first = sample(t0, 0);
+    let facts = ppscope::testing::facts(
+        "test",
+        Coverage {
+            slow: true,
+            ..Default::default()
+        },
+    );
+    let snapshot_at = |secs| Arc::new(model::snapshot(&facts, &first, &sample(t0, secs)));
+    let shared = Arc::new(Mutex::new(Shared {
+        snapshot: Some(snapshot_at(1)),
+        interval_snapshot: Some(snapshot_at(1)),
+        last_collection: Some(Instant::now()),
+        ..Default::default()
+    }));
+    let server = HttpServer::start(
+        "127.0.0.1:0".parse().unwrap(),
+        shared.clone(),
+        Duration::from_secs(3600),
+        100,
+    )
+    .unwrap();
+
+    let dir = std::env::temp_dir().join(format!("ppscope-prom-hist-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(
+        dir.join("prometheus.yml"),
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: ppscope\n    static_configs:\n      - targets: ['{}']\n",
+            server.addr
+        ),
+    )
+    .unwrap();
+    let prom_addr = format!("127.0.0.1:{}", free_tcp_port());
+    let _prom = Reaper(
+        Command::new("prometheus")
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address={prom_addr}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus (Debian package prometheus; cargo xtask setup installs it)"),
+    );
+    let query = |q: &str| -> Option<Value> {
+        let q: String = q
+            .bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let (status, body) = http_get_timeout(
+            &prom_addr,
+            &format!("/api/v1/query?query={q}"),
+            Duration::from_secs(5),
+        )?;
+        (status == 200).then(|| serde_json::from_str(&body).ok())?
+    };
+    let quantile = "histogram_quantile(0.99, sum by (le) (rate(ppscope_page_pool_slow_path_seconds_bucket[1m])))";
+    let buckets_per_pool = "count by (pool) (ppscope_page_pool_slow_path_seconds_bucket)";
+    // The counts grow by a second's worth every second, as a collection would move them;
+    // rate() needs two scrapes of each.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut secs = 1;
+    let mut p99 = None;
+    while Instant::now() < deadline {
+        thread::sleep(Duration::from_secs(1));
+        secs += 1;
+        shared.lock().unwrap().snapshot = Some(snapshot_at(secs));
+        p99 = query(quantile).and_then(|v| {
+            v["data"]["result"][0]["value"][1]
+                .as_str()?
+                .parse::<f64>()
+                .ok()
+        });
+        if p99.is_some_and(f64::is_finite) && secs > 6 {
+            break;
+        }
+    }
+    let p99 = p99.unwrap_or_else(|| panic!("Prometheus gave no quantile for {quantile}"));
+    // Half the slow paths in [1, 2) µs, half in [4, 8) µs: the 99th percentile is in the
+    // second (Prometheus interpolates within the bucket: 4.096 + 4.096 * 0.98 µs).
+    assert!(
+        p99 > 4.096e-6 && p99 <= 8.192e-6,
+        "p99 {p99} s, expected in (4.096, 8.192] µs"
+    );
+    // Both pools carry the same 33 buckets (32 log2 edges and +Inf).
+    let per_pool = query(buckets_per_pool).expect("count by pool");
+    let counts: Vec<&str> = per_pool["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["value"][1].as_str())
+        .collect();
+    assert_eq!(counts, ["33", "33"], "{per_pool:#}");
+    server.stop();
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -7,8 +7,8 @@ use std::{
     time::Duration,
 };
 
-use crossterm::event::KeyEvent;
 use ppscope::snapshot::Snapshot;
+use ratatui::crossterm::event::KeyEvent;
 
 use crate::{
     health::{Health, Metrics},

@@ -1,6 +1,6 @@
 //! The one key table: the input handler looks keys up here and the `?` overlay is printed from
 //! it, so the help can never drift from what the keys do (kdash does the same).
-use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 /// A key as the table names it (crossterm's `KeyEvent` carries modifiers and kinds the table
 /// does not care about).

@@ -1,8 +1,6 @@
 //! The terminal side: a worker thread that owns the source, the UI loop, and restoring the
-//! terminal on every way out (normal exit, error, panic).
+//! terminal on every way out (normal exit, error, panic: ratatui's own init and restore).
 use std::{
-    io::{self, Stdout},
-    panic,
     sync::{
         atomic::{AtomicBool, AtomicU64, Ordering},
         mpsc, Arc,
@@ -12,13 +10,12 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use crossterm::{
-    event::{self, Event},
-    execute,
-    terminal::{disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen},
-};
 use ppscope::{snapshot::Snapshot, source::Source};
-use ratatui::{backend::CrosstermBackend, backend::TestBackend, Terminal};
+use ratatui::{
+    backend::TestBackend,
+    crossterm::event::{self, Event},
+    DefaultTerminal, Terminal,
+};
 
 use crate::{app::App, ui};
 
@@ -81,18 +78,14 @@ fn worker(mut source: Box<dyn Source>, shared: Arc<Shared>, tx: mpsc::Sender<Msg
     }
 }
 
-/// Restores the terminal when dropped, whichever way `run` returns.
+/// Restores the terminal when dropped, whichever way `run` returns (a panic is ratatui's
+/// hook's: it restores, then prints the message on the normal screen).
 struct Restore;
 
 impl Drop for Restore {
     fn drop(&mut self) {
-        restore();
+        ratatui::restore();
     }
-}
-
-fn restore() {
-    let _ = disable_raw_mode();
-    let _ = execute!(io::stdout(), LeaveAlternateScreen, crossterm::cursor::Show);
 }
 
 /// Interactive dashboard until `q`, `Esc` or `Ctrl-C`.
@@ -116,21 +109,10 @@ pub fn run(source: Box<dyn Source>, interval: Duration) -> Result<()> {
             .context("cannot start the source thread")?;
     }
 
-    // A panic anywhere must leave a usable terminal: restore first, then let the original
-    // hook print the message on the normal screen.
-    let original = Arc::new(panic::take_hook());
-    {
-        let original = original.clone();
-        panic::set_hook(Box::new(move |info| {
-            restore();
-            original(info);
-        }));
-    }
     let result = (|| -> Result<()> {
-        enable_raw_mode().context("cannot put the terminal in raw mode (is stdout a terminal?)")?;
+        let mut terminal =
+            ratatui::try_init().context("cannot take over the terminal (is stdout a terminal?)")?;
         let _restore = Restore;
-        execute!(io::stdout(), EnterAlternateScreen).context("cannot open the alternate screen")?;
-        let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
         terminal.clear()?;
         ui_loop(&mut terminal, &mut app, &shared, &rx)
     })();
@@ -138,15 +120,11 @@ pub fn run(source: Box<dyn Source>, interval: Duration) -> Result<()> {
     // Give the worker a moment to drop the source (detach probes) cleanly; a source stuck in
     // `next` is left to the process exit, which closes its fds anyway.
     let _ = done_rx.recv_timeout(Duration::from_millis(500));
-    let _ = panic::take_hook();
-    if let Ok(hook) = Arc::try_unwrap(original) {
-        panic::set_hook(hook);
-    }
     result
 }
 
 fn ui_loop(
-    terminal: &mut Terminal<CrosstermBackend<Stdout>>,
+    terminal: &mut DefaultTerminal,
     app: &mut App,
     shared: &Shared,
     rx: &mpsc::Receiver<Msg>,

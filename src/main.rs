@@ -359,18 +359,14 @@ fn simulate_cmd(opts: &SimulateArgs) -> Result<()> {
 }
 
 fn agent_cmd(opts: &AgentArgs) -> Result<()> {
-    let interrupt = Interrupt::new()?;
     let options = AgentOptions {
         listen: opts.listen,
         interval: opts.interval,
         max_pools: opts.max_pools,
         grace: opts.grace,
     };
-    agent::run(
-        &options,
-        || opts.probe.start(Detail::Light),
-        |d| interrupt.wait(d),
-    )
+    let probes = opts.probe.options(Detail::Light);
+    agent::runtime()?.block_on(agent::run(&options, move || Probes::start(&probes)))
 }
 
 fn record_cmd(opts: &RecordArgs) -> Result<()> {

@@ -6,13 +6,13 @@
 use std::{
     fs,
     process::{Child, Command, Stdio},
-    sync::{Arc, Mutex},
+    sync::Arc,
     thread,
     time::{Duration, Instant},
 };
 
 use ppscope::{
-    export::http::{HttpServer, Shared},
+    export::http::{BlockingServer, Publication, ServerState},
     model::{self, Coverage, PoolHists, RawPool, RawSample},
 };
 use ppscope_common::PoolIdentity;
@@ -70,20 +70,17 @@ fn two_pools_histograms_sum_into_the_right_quantile_in_prometheus() {
             ..Default::default()
         },
     );
-    let snapshot_at = |secs| Arc::new(model::snapshot(&facts, &first, &sample(t0, secs)));
-    let shared = Arc::new(Mutex::new(Shared {
-        snapshot: Some(snapshot_at(1)),
-        interval_snapshot: Some(snapshot_at(1)),
-        last_collection: Some(Instant::now()),
-        ..Default::default()
-    }));
-    let server = HttpServer::start(
-        "127.0.0.1:0".parse().unwrap(),
-        shared.clone(),
-        Duration::from_secs(3600),
-        100,
-    )
-    .unwrap();
+    let snapshot_at = |secs| model::snapshot(&facts, &first, &sample(t0, secs));
+    let publish = |state: &ServerState, secs| {
+        state.publish(Publication::fixed(
+            snapshot_at(secs),
+            snapshot_at(1),
+            Instant::now(),
+        ))
+    };
+    let state = ServerState::new(Duration::from_secs(3600), 100);
+    publish(&state, 1);
+    let server = BlockingServer::start("127.0.0.1:0".parse().unwrap(), state.clone()).unwrap();
 
     let dir = std::env::temp_dir().join(format!("ppscope-prom-hist-{}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
@@ -140,7 +137,7 @@ fn two_pools_histograms_sum_into_the_right_quantile_in_prometheus() {
     while Instant::now() < deadline {
         thread::sleep(Duration::from_secs(1));
         secs += 1;
-        shared.lock().unwrap().snapshot = Some(snapshot_at(secs));
+        publish(&state, secs);
         p99 = query(quantile).and_then(|v| {
             v["data"]["result"][0]["value"][1]
                 .as_str()?

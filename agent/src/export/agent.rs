@@ -1,20 +1,32 @@
-//! `ppscope agent`: collect every interval, hand the collection to the HTTP side (which
+//! `ppscope agent`: collect every interval, hand each collection to the HTTP side (which
 //! assembles its snapshots when a scrape asks, and retires pools that stopped moving), stop
-//! cleanly when told to (the probes detach as they are dropped).
+//! cleanly on SIGTERM or SIGINT (the server drains, the probes detach as they are dropped).
+//!
+//! It runs on tokio: the server's tasks, the interval's ticks and the signals. Collecting
+//! (BPF map reads, the advice) is CPU work that blocks, so it runs on tokio's blocking pool
+//! with the live source handed to it and back; it never holds up a scrape.
 use std::{
     net::SocketAddr,
-    sync::{Arc, Mutex},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
-use anyhow::Result;
+use anyhow::{Context, Result};
+use tokio::{
+    signal::unix::{signal, SignalKind},
+    task::spawn_blocking,
+    time::MissedTickBehavior,
+};
 
 use super::{
-    http::{HttpServer, Shared},
+    http::{HttpServer, Publication, ServerState},
     metrics::SelfStats,
     retire::Retirement,
 };
-use crate::{probes::Probes, source::LiveSource};
+use crate::{
+    probes::Probes,
+    source::{Collection, LiveSource},
+};
 
 /// How the agent runs.
 pub struct AgentOptions {
@@ -26,26 +38,41 @@ pub struct AgentOptions {
     pub grace: Duration,
 }
 
-/// The collector's lock, even if a thread panicked while holding it: what it guards is a
-/// finished collection or snapshot, never half-written.
-fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
-    shared.lock().unwrap_or_else(|e| e.into_inner())
+/// Threads of the agent's runtime that accept and answer (tokio's workers).
+pub const WORKER_THREADS: usize = 2;
+/// Threads of its blocking pool, which collects and renders: CPU work, so a few at most
+/// whatever the burst of scrapes (more would not answer sooner, and each holds memory).
+pub const BLOCKING_THREADS: usize = 4;
+
+/// The runtime the agent runs on: [`WORKER_THREADS`] are plenty for a scrape every few
+/// seconds (a host's CPU count would start dozens of idle threads), and at most
+/// [`BLOCKING_THREADS`] collect and render; its threads are these and the main one, however
+/// many clients come.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKER_THREADS)
+        .max_blocking_threads(BLOCKING_THREADS)
+        .thread_keep_alive(Duration::from_secs(2))
+        .thread_name("ppscope-agent")
+        .enable_all()
+        .build()
+        .context("cannot start the agent's runtime")
 }
 
-/// Runs the agent until `wait` (which sleeps up to the interval) says to stop. `start_probes`
-/// runs after the port is bound: a busy port is reported before anything is loaded into the
-/// kernel. Its events are logged, one line each.
-pub fn run(
+/// Runs the agent until SIGTERM or SIGINT. `start_probes` runs after the port is bound: a
+/// busy port is reported before anything is loaded into the kernel. Its events are logged, one
+/// line each.
+pub async fn run(
     opts: &AgentOptions,
-    start_probes: impl FnOnce() -> Result<Probes>,
-    mut wait: impl FnMut(Duration) -> bool,
+    start_probes: impl FnOnce() -> Result<Probes> + Send + 'static,
 ) -> Result<()> {
-    let shared = Arc::new(Mutex::new(Shared {
-        retirement: Retirement::new(opts.grace),
-        ..Shared::default()
-    }));
-    let server = HttpServer::start(opts.listen, shared.clone(), opts.interval, opts.max_pools)?;
-    let mut live = LiveSource::new(start_probes()?)?;
+    // Listening for the signals from the start: one that comes while the probes load is
+    // taken at the first tick.
+    let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let state = ServerState::new(opts.interval, opts.max_pools);
+    let server = HttpServer::bind(opts.listen, state.clone()).await?;
+    let mut live = spawn_blocking(move || LiveSource::new(start_probes()?)).await??;
     let hooks = live.hooks();
     log::info!(
         "agent serving http://{}/metrics every {} (--detail {}, {}/{} hooks attached)",
@@ -55,35 +82,71 @@ pub fn run(
         hooks.iter().filter(|h| h.attached()).count(),
         hooks.len()
     );
+    let mut retirement = Retirement::new(opts.grace);
     let mut stats = SelfStats::default();
+    // Ticks on a fixed grid from the start: a slow collection does not push the next ones
+    // later, and ticks missed while one ran are skipped, not made up in a burst.
+    let start = tokio::time::Instant::now();
+    let mut ticks = tokio::time::interval_at(start + opts.interval, opts.interval);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Skip);
     loop {
-        if wait(opts.interval) {
-            break;
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = ticks.tick() => {}
         }
         let started = Instant::now();
-        let collection = match live.collect() {
+        let (back, collected) = spawn_blocking(move || {
+            let c = live.collect().map(|c| {
+                let moved = c.collected.moved();
+                (c, moved)
+            });
+            (live, c)
+        })
+        .await
+        .context("the collection's thread failed")?;
+        live = back;
+        let (collection, moved) = match collected {
             Ok(c) => c,
             Err(e) => {
                 // Keep serving the last values; say so in the self-metrics.
                 stats.collection_errors += 1;
                 log::warn!("collection failed: {e:#}");
-                lock(&shared).stats = stats.clone();
+                republish_stats(&state, &stats);
                 continue;
             }
         };
-        stats.map_entries = collection.map_entries;
-        stats.map_capacity = collection.map_capacity;
-        stats.map_evictions = collection.map_evictions;
-        let moved = collection.collected.moved();
+        let Collection {
+            collected,
+            map_entries,
+            map_capacity,
+            map_evictions,
+        } = collection;
+        stats.map_entries = map_entries;
+        stats.map_capacity = map_capacity;
+        stats.map_evictions = map_evictions;
         stats.collections += 1;
         stats.last_collection_seconds = started.elapsed().as_secs_f64();
-        let mut sh = lock(&shared);
-        // What the server measures itself (the scrape time) stays.
-        stats.last_scrape_seconds = sh.stats.last_scrape_seconds;
-        sh.stats = stats.clone();
-        sh.publish(collection.collected, moved, Instant::now());
+        let at = Instant::now();
+        retirement.moved(moved, at);
+        state.publish(Publication::collected(
+            collected,
+            Arc::new(retirement.clone()),
+            stats.clone(),
+            at,
+        ));
     }
-    server.stop();
+    server.shutdown().await;
+    // Detaching the probes closes their links and maps: blocking work too.
+    let _ = spawn_blocking(move || drop(live)).await;
     log::info!("agent stopped");
     Ok(())
+}
+
+/// The last collection again with new self-statistics (a failed collection is counted
+/// while the last values stay served).
+fn republish_stats(state: &ServerState, stats: &SelfStats) {
+    if let Some(p) = state.current() {
+        state.publish(p.with_stats(stats.clone()));
+    }
 }

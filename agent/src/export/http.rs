@@ -1,86 +1,100 @@
 //! The agent's HTTP side: `/metrics`, `/api/v1/snapshot` (since start, or `?window=interval`:
 //! the last interval), `/healthz`, served from the last collection (no BPF and no kernel
-//! access while a request is answered): its snapshots are assembled on the first request that
-//! needs them, once per collection, outside the lock the collector publishes under.
+//! access while a request is answered).
 //!
-//! A small HTTP/1.1 server of our own, because the agent runs for months next to workloads
-//! that matter and its endpoint must stay up whatever clients do. tiny_http 0.12 (used before)
-//! stops accepting for good after one failed `accept` (EMFILE under a burst of connections),
-//! buffers a header line of any length, and starts a thread per connection without a bound.
-//! Here everything is bounded:
+//! The collector hands each collection over as a [`Publication`], an `Arc` swapped in
+//! ([`ServerState::publish`]); a request takes the current one without a lock. Its snapshots
+//! are assembled on the first request that needs them, once per collection, and rendered on
+//! tokio's blocking pool: a 10,000-pool rendering never stalls the threads that accept.
 //!
-//! - one thread per connection, at most [`MAX_CONNECTIONS`] at once (small stacks); at the
-//!   cap the listener stops accepting until one ends, so further clients wait in the kernel's
-//!   backlog instead of costing memory;
-//! - a request head larger than [`MAX_HEAD`] gets `431`; one that has not fully arrived
-//!   within [`HEAD_DEADLINE`] (a slow or silent client) gets `408`; writes time out after
-//!   [`WRITE_TIMEOUT`] (a client that does not read): a slow client holds only its own thread;
-//! - a failed `accept` is waited out and retried, never fatal;
-//! - every answer closes its connection (`Connection: close`): no idle keep-alive
-//!   connection is kept.
+//! hyper serves HTTP/1 (its parser, its 400s), axum routes, tower-http compresses (gzip when
+//! the client accepts it) and turns a panicking handler into a 500 (a bug in rendering costs
+//! one answer, not the agent). Around them, what a server next to production workloads must
+//! bound, whatever clients do:
+//!
+//! - at most [`MAX_CONNECTIONS`] connections at once; at the cap the listener stops accepting,
+//!   so further clients wait in the kernel's backlog instead of costing memory;
+//! - a request head larger than [`MAX_HEAD`] gets `431`; one that has not fully arrived within
+//!   [`HEAD_DEADLINE`] (a slow or silent client) gets `408`; a request line that is not
+//!   HTTP/1 gets `400` (an HTTP/2 preface hyper's HTTP/1 side would drop silently). These are
+//!   told before hyper reads anything (the head is peeked at, not consumed);
+//! - a connection ends after [`CONNECTION_DEADLINE`] whatever it is doing (a client that does
+//!   not read its answer);
+//! - a failed `accept` (EMFILE under a burst) is waited out and retried, never fatal;
+//! - every answer closes its connection: no idle keep-alive connection is kept.
 use std::{
-    collections::HashSet,
-    io::{ErrorKind, Read, Write},
-    net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream},
-    panic::{catch_unwind, AssertUnwindSafe},
+    net::SocketAddr,
     sync::{
-        atomic::{AtomicBool, Ordering},
-        Arc, Condvar, Mutex, MutexGuard,
+        atomic::{AtomicU64, Ordering},
+        Arc,
     },
-    thread::{self, JoinHandle},
     time::{Duration, Instant},
 };
 
 use anyhow::{anyhow, Result};
+use arc_swap::ArcSwapOption;
+use axum::{
+    extract::{Query, State},
+    http::{header, HeaderMap, StatusCode},
+    response::{IntoResponse, Response},
+    routing::get,
+    Router,
+};
+use hyper_util::{
+    rt::{TokioIo, TokioTimer},
+    service::TowerToHyperService,
+};
+use tokio::{
+    io::AsyncWriteExt,
+    net::{TcpListener, TcpSocket, TcpStream},
+    sync::{watch, Semaphore},
+    task::JoinHandle,
+};
+use tower_http::{catch_panic::CatchPanicLayer, compression::CompressionLayer};
 
 use super::{
     metrics::{self, Format, SelfStats},
     retire::Retirement,
 };
-use crate::{
-    report,
-    snapshot::{PoolKey, Snapshot},
-    source::Collected,
-};
+use crate::{report, snapshot::Snapshot, source::Collected};
 
 /// Connections served at once; more wait in the listen backlog.
 pub const MAX_CONNECTIONS: usize = 256;
-/// Stack of a connection's thread: parsing a head and rendering need little.
-const STACK: usize = 256 * 1024;
 /// Largest request head (request line and headers) read.
 pub const MAX_HEAD: usize = 16 * 1024;
 /// Time a client has to send its whole request head.
 pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
-/// Time a client has to take each part of the answer.
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time a connection may take in all, its answer's rendering and sending included.
+pub const CONNECTION_DEADLINE: Duration = Duration::from_secs(30);
+/// Connections the kernel queues for us (further capped by `net.core.somaxconn`): std's and
+/// tokio's 128 overflowed under 1,000 concurrent scrapers, and with SYN cookies a client that
+/// wrote its request in pieces was then reset.
+const BACKLOG: u32 = 4096;
+/// Time the server gives the connections in flight when it is stopped.
+const DRAIN: Duration = Duration::from_secs(5);
 
-/// What the collector hands to the server.
-#[derive(Default)]
-pub struct Shared {
-    /// A snapshot since the start to serve as it is, when no collection is published (tests,
-    /// and a server fed snapshots directly).
-    pub snapshot: Option<Arc<Snapshot>>,
-    /// Likewise for the last interval (`/api/v1/snapshot?window=interval`: what a remote
-    /// `ppscope top --connect` shows as rates).
-    pub interval_snapshot: Option<Arc<Snapshot>>,
-    /// The last collection: its snapshots are assembled from it when first asked for
-    /// ([`Collected::since_start_once`]).
-    pub collected: Option<Arc<Collected>>,
-    /// When each pool last moved (noted at every collection), to drop the still ones from the
-    /// totals when they are assembled.
-    pub retirement: Retirement,
-    pub stats: SelfStats,
-    pub last_collection: Option<Instant>,
+/// What one collection serves.
+#[derive(Clone)]
+enum Served {
+    /// A live collection: its snapshots assembled when first asked for
+    /// ([`Collected::since_start_once`]), the totals without the pools past their grace.
+    Collected {
+        collected: Arc<Collected>,
+        retirement: Arc<Retirement>,
+    },
+    /// Snapshots served as they are (a server fed snapshots directly: tests, tools).
+    Fixed {
+        since_start: Arc<Snapshot>,
+        interval: Arc<Snapshot>,
+    },
 }
 
-impl Shared {
-    /// Hands over a new collection and the pools that moved in it (found before the lock is
-    /// taken: [`Collected::moved`] compares every pool).
-    pub fn publish(&mut self, collected: Arc<Collected>, moved: HashSet<PoolKey>, at: Instant) {
-        self.retirement.moved(moved, at);
-        self.collected = Some(collected);
-        self.last_collection = Some(at);
-    }
+/// One collection as the server serves it, until the next is published.
+pub struct Publication {
+    served: Served,
+    /// When it was collected (`/healthz` and the retirement's clock).
+    pub at: Instant,
+    pub stats: SelfStats,
 }
 
 /// Which snapshot a request wants.
@@ -90,244 +104,256 @@ enum Window {
     Interval,
 }
 
-/// The snapshot of the last collection, assembled on the first ask (concurrent first asks wait
-/// for one assembly). The lock is held only to take the collection and, for the totals, to
-/// drop the pools still for longer than their grace as of that collection.
-fn snapshot(shared: &Mutex<Shared>, window: Window) -> Option<Arc<Snapshot>> {
-    let (collected, at) = {
-        let sh = lock(shared);
-        match (&sh.collected, window) {
-            (Some(c), _) => (c.clone(), sh.last_collection.unwrap_or_else(Instant::now)),
-            (None, Window::SinceStart) => return sh.snapshot.clone(),
-            (None, Window::Interval) => return sh.interval_snapshot.clone(),
+impl Publication {
+    /// A live collection, with when each pool last moved as of it.
+    pub fn collected(
+        collected: Arc<Collected>,
+        retirement: Arc<Retirement>,
+        stats: SelfStats,
+        at: Instant,
+    ) -> Self {
+        Self {
+            served: Served::Collected {
+                collected,
+                retirement,
+            },
+            at,
+            stats,
         }
-    };
-    Some(match window {
-        Window::SinceStart => collected
-            .since_start_once(|snap| lock(shared).retirement.retire(snap, at))
-            .clone(),
-        Window::Interval => collected.interval_once().clone(),
-    })
+    }
+
+    /// Snapshots to serve as they are.
+    pub fn fixed(since_start: Snapshot, interval: Snapshot, at: Instant) -> Self {
+        Self {
+            served: Served::Fixed {
+                since_start: Arc::new(since_start),
+                interval: Arc::new(interval),
+            },
+            at,
+            stats: SelfStats::default(),
+        }
+    }
+
+    /// The same collection with other self-statistics (a failed collection counted).
+    pub fn with_stats(&self, stats: SelfStats) -> Self {
+        Self {
+            served: self.served.clone(),
+            at: self.at,
+            stats,
+        }
+    }
+
+    /// The snapshot a request wants, assembled on the first ask (concurrent first asks wait
+    /// for one assembly).
+    fn snapshot(&self, window: Window) -> Arc<Snapshot> {
+        match (&self.served, window) {
+            (
+                Served::Collected {
+                    collected,
+                    retirement,
+                },
+                Window::SinceStart,
+            ) => collected
+                .since_start_once(|snap| retirement.retire(snap, self.at))
+                .clone(),
+            (Served::Collected { collected, .. }, Window::Interval) => {
+                collected.interval_once().clone()
+            }
+            (Served::Fixed { since_start, .. }, Window::SinceStart) => since_start.clone(),
+            (Served::Fixed { interval, .. }, Window::Interval) => interval.clone(),
+        }
+    }
 }
 
-pub struct HttpServer {
-    stop: Arc<AtomicBool>,
-    accept: Option<JoinHandle<()>>,
-    pub addr: SocketAddr,
+/// What the collector and the requests share.
+pub struct ServerState {
+    published: ArcSwapOption<Publication>,
+    interval: Duration,
+    max_pools: usize,
+    /// The previous scrape's time in ns (the server measures it; `/metrics` reports it).
+    last_scrape_ns: AtomicU64,
 }
 
-/// The collector's lock, even if a thread panicked while holding it: the data is a finished
-/// snapshot, never half-written, so serving it is still right.
-fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
-    shared.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-impl HttpServer {
-    /// Binds and starts answering. A busy port or an address this host does not have is an
-    /// error naming both.
-    pub fn start(
-        listen: SocketAddr,
-        shared: Arc<Mutex<Shared>>,
-        interval: Duration,
-        max_pools: usize,
-    ) -> Result<Self> {
-        let listener =
-            TcpListener::bind(listen).map_err(|e| anyhow!("cannot listen on {listen}: {e}"))?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| anyhow!("cannot listen on {listen}: {e}"))?;
-        widen_backlog(&listener);
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopping = stop.clone();
-        let slots = Arc::new(Slots::default());
-        let accept = thread::Builder::new()
-            .name("ppscope-http-accept".into())
-            .spawn(move || loop {
-                slots.wait_for_room();
-                let conn = listener.accept();
-                if stopping.load(Ordering::SeqCst) {
-                    break;
-                }
-                let stream = match conn {
-                    Ok((stream, _)) => stream,
-                    // EMFILE/ENFILE/ENOBUFS or an aborted handshake: the listener is fine,
-                    // so wait a moment (no busy loop) and go on accepting.
-                    Err(_) => {
-                        thread::sleep(Duration::from_millis(20));
-                        continue;
-                    }
-                };
-                let slot = slots.take();
-                let shared = shared.clone();
-                let spawned = thread::Builder::new()
-                    .name("ppscope-http".into())
-                    .stack_size(STACK)
-                    .spawn(move || {
-                        let _slot = slot;
-                        // A bug in rendering must cost one answer, not the process.
-                        let _ = catch_unwind(AssertUnwindSafe(|| {
-                            serve_connection(stream, &shared, interval, max_pools)
-                        }));
-                    });
-                if spawned.is_err() {
-                    // No thread to be had (the closure, slot and stream are dropped with
-                    // the error): back off.
-                    thread::sleep(Duration::from_millis(20));
-                }
-            })
-            .map_err(|e| anyhow!("cannot start the HTTP listener: {e}"))?;
-        Ok(Self {
-            stop,
-            accept: Some(accept),
-            addr,
+impl ServerState {
+    /// `interval`: the collection's, which `/healthz` holds collections to; `max_pools`: the
+    /// pool series exported at most.
+    pub fn new(interval: Duration, max_pools: usize) -> Arc<Self> {
+        Arc::new(Self {
+            published: ArcSwapOption::empty(),
+            interval,
+            max_pools,
+            last_scrape_ns: AtomicU64::new(0),
         })
     }
 
-    pub fn stop(mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        // Wake the accept loop with a connection of our own.
-        let mut wake = self.addr;
-        if wake.ip().is_unspecified() {
-            wake.set_ip(match wake {
-                SocketAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
-                SocketAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
-            });
+    /// Serves `p` from now on; requests still answering from the previous one finish with it.
+    pub fn publish(&self, p: Publication) {
+        self.published.store(Some(Arc::new(p)));
+    }
+
+    /// The collection being served, if there is one yet.
+    pub fn current(&self) -> Option<Arc<Publication>> {
+        self.published.load_full()
+    }
+
+    /// Time the previous scrape took to answer.
+    pub fn last_scrape_seconds(&self) -> f64 {
+        self.last_scrape_ns.load(Ordering::Relaxed) as f64 / 1e9
+    }
+}
+
+/// The running server: dropped or [`HttpServer::shutdown`], it stops accepting.
+pub struct HttpServer {
+    pub addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl HttpServer {
+    /// Binds and starts answering (on the current tokio runtime). A busy port or an address
+    /// this host does not have is an error naming both.
+    pub async fn bind(listen: SocketAddr, state: Arc<ServerState>) -> Result<Self> {
+        let cannot = |e: std::io::Error| anyhow!("cannot listen on {listen}: {e}");
+        let socket = match listen {
+            SocketAddr::V4(_) => TcpSocket::new_v4(),
+            SocketAddr::V6(_) => TcpSocket::new_v6(),
         }
-        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
-        // Joined only when it is surely leaving: at the connection cap it waits for a slot
-        // (at most HEAD_DEADLINE + WRITE_TIMEOUT), and shutting down must not wait for that.
-        if let Some(t) = self.accept.take() {
-            let deadline = Instant::now() + Duration::from_secs(1);
-            while !t.is_finished() && Instant::now() < deadline {
-                thread::sleep(Duration::from_millis(5));
-            }
-            if t.is_finished() {
-                let _ = t.join();
-            }
+        .map_err(cannot)?;
+        // A restarted agent binds while its predecessor's connections are in TIME_WAIT.
+        socket.set_reuseaddr(true).map_err(cannot)?;
+        socket.bind(listen).map_err(cannot)?;
+        let listener = socket.listen(BACKLOG).map_err(cannot)?;
+        let addr = listener.local_addr().map_err(cannot)?;
+        let (stop, stopped) = watch::channel(false);
+        let accept = tokio::spawn(accept_loop(listener, router(state), stopped));
+        Ok(Self {
+            addr,
+            stop,
+            accept: Some(accept),
+        })
+    }
+
+    /// Stops accepting, then gives the connections in flight up to [`DRAIN`] to finish.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.await;
         }
     }
 }
 
-/// std listens with a backlog of 128. A burst of scrapers beyond that overflows the accept
-/// queue, and with SYN cookies on (the default) a client that wrote its request in pieces is
-/// then reset (seen: half of 1,000 concurrent scrapes). Listening again on the same socket
-/// only changes the backlog; the kernel caps it at `net.core.somaxconn`.
-fn widen_backlog(listener: &TcpListener) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: listen(2) on a socket we own and that is already bound and listening.
-    unsafe { libc::listen(listener.as_raw_fd(), BACKLOG) };
-}
-
-/// Connections the kernel queues for us (further capped by `net.core.somaxconn`).
-const BACKLOG: i32 = 4096;
-
-/// Connections in service, bounded by [`MAX_CONNECTIONS`].
-#[derive(Default)]
-struct Slots {
-    used: Mutex<usize>,
-    freed: Condvar,
-}
-
-/// One connection's place; given back when its thread ends, however it ends.
-struct Slot(Arc<Slots>);
-
-impl Slots {
-    fn wait_for_room(&self) {
-        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
-        while *used >= MAX_CONNECTIONS {
-            used = self.freed.wait(used).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    fn take(self: &Arc<Self>) -> Slot {
-        *self.used.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-        Slot(self.clone())
-    }
-}
-
-impl Drop for Slot {
+impl Drop for HttpServer {
     fn drop(&mut self) {
-        *self.0.used.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
-        self.0.freed.notify_one();
+        let _ = self.stop.send(true);
     }
 }
 
-/// One answer: status, content type, body, extra headers.
-pub struct Reply {
-    pub status: u16,
-    pub content_type: &'static str,
-    pub body: String,
-    allow: bool,
+/// The routes, with gzip (when asked for) and a 500 for a handler that panics.
+fn router(state: Arc<ServerState>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics_text))
+        .route("/api/v1/snapshot", get(snapshot_json))
+        .route("/healthz", get(healthz))
+        .fallback(|| async {
+            (
+                StatusCode::NOT_FOUND,
+                "not found: try /metrics, /api/v1/snapshot, /healthz\n",
+            )
+        })
+        .layer(CatchPanicLayer::new())
+        .layer(CompressionLayer::new())
+        .with_state(state)
 }
 
-fn text(status: u16, body: impl Into<String>, content_type: &'static str) -> Reply {
-    Reply {
-        status,
-        content_type,
-        body: body.into(),
-        allow: false,
+async fn accept_loop(listener: TcpListener, app: Router, mut stopped: watch::Receiver<bool>) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+            _ = stopped.changed() => break,
+        };
+        let stream = tokio::select! {
+            conn = listener.accept() => match conn {
+                Ok((stream, _)) => stream,
+                // EMFILE/ENFILE/ENOBUFS or an aborted handshake: the listener is fine, so
+                // wait a moment (no busy loop) and go on accepting.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+            _ = stopped.changed() => break,
+        };
+        let app = app.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            let _ = tokio::time::timeout(CONNECTION_DEADLINE, serve_connection(stream, app)).await;
+        });
     }
+    drop(listener);
+    // Every slot back: the connections in flight have ended.
+    let _ = tokio::time::timeout(DRAIN, slots.acquire_many(MAX_CONNECTIONS as u32)).await;
 }
 
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        408 => "Request Timeout",
-        431 => "Request Header Fields Too Large",
-        503 => "Service Unavailable",
-        _ => "Error",
-    }
-}
-
-/// Why no request came out of a connection.
-enum HeadError {
+/// What the head of a request, peeked at, says before hyper reads it.
+enum Head {
+    /// Complete and HTTP/1: hyper takes it from here.
+    Ready,
     /// The client went away (or sent nothing): there is no one to answer.
     Gone,
     /// Answer with this status, then close.
-    Status(u16),
+    Refuse(StatusCode, &'static str),
 }
 
-/// Reads up to the blank line that ends a request head, within [`MAX_HEAD`] bytes and
-/// [`HEAD_DEADLINE`] for the whole head (a client trickling one byte at a time cannot hold a
-/// worker longer than that).
-fn read_head(stream: &mut TcpStream) -> Result<Vec<u8>, HeadError> {
-    let deadline = Instant::now() + HEAD_DEADLINE;
-    let mut head = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 2048];
+/// Waits, within [`HEAD_DEADLINE`] for the whole head, until the blank line that ends it has
+/// arrived (a client trickling a byte at a time cannot hold a connection longer than that),
+/// looking without consuming.
+async fn peek_head(stream: &TcpStream) -> Head {
+    let deadline = tokio::time::Instant::now() + HEAD_DEADLINE;
+    // Most heads fit in a kilobyte: room for the largest is made only when one needs it (a
+    // burst of connections would otherwise hold 16 KiB each).
+    let mut buf = vec![0u8; 1024];
     loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(HeadError::Status(408));
+        // (A peek at bytes already there is ready at once, so the timeout below alone would
+        // never fire for a head that stopped half-way.)
+        if tokio::time::Instant::now() >= deadline {
+            return Head::Refuse(StatusCode::REQUEST_TIMEOUT, "request timeout\n");
         }
-        stream
-            .set_read_timeout(Some(left))
-            .map_err(|_| HeadError::Gone)?;
-        let room = (MAX_HEAD + 1 - head.len()).min(chunk.len());
-        let n = match stream.read(&mut chunk[..room]) {
-            Ok(0) => return Err(HeadError::Gone),
-            Ok(n) => n,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                return Err(HeadError::Status(408))
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(_) => return Err(HeadError::Gone),
+        let n = match tokio::time::timeout_at(deadline, stream.peek(&mut buf)).await {
+            Err(_) => return Head::Refuse(StatusCode::REQUEST_TIMEOUT, "request timeout\n"),
+            Ok(Ok(0)) | Ok(Err(_)) => return Head::Gone,
+            Ok(Ok(n)) => n,
         };
-        let from = head.len().saturating_sub(3);
-        head.extend_from_slice(&chunk[..n]);
-        if let Some(end) = head_end(&head[from..]) {
-            head.truncate(from + end);
-            return Ok(head);
+        let line_end = buf[..n].iter().position(|b| *b == b'\n');
+        if let Some(end) = line_end {
+            let line = buf[..end].strip_suffix(b"\r").unwrap_or(&buf[..end]);
+            if !(line.ends_with(b" HTTP/1.1") || line.ends_with(b" HTTP/1.0")) {
+                return Head::Refuse(StatusCode::BAD_REQUEST, "not an HTTP/1 request\n");
+            }
         }
-        if head.len() > MAX_HEAD {
-            return Err(HeadError::Status(431));
+        if head_end(&buf[..n]).is_some() {
+            return Head::Ready;
         }
+        if n == buf.len() && n <= MAX_HEAD {
+            buf.resize(MAX_HEAD + 1, 0);
+            continue;
+        }
+        if n > MAX_HEAD {
+            return Head::Refuse(
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "request header fields too large\n",
+            );
+        }
+        // Part of the head is here: peeking again returns the same bytes at once, so wait a
+        // little for the rest.
+        tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + PEEK_PAUSE)).await;
     }
 }
 
-/// Where the head ends (after `\r\n\r\n`, or a bare `\n\n`), if it does in `buf`.
+/// The pause between two looks at a head that has not fully arrived.
+const PEEK_PAUSE: Duration = Duration::from_millis(10);
+
+/// Whether `buf` holds the blank line that ends a head (`\r\n\r\n`, or a bare `\n\n`).
 fn head_end(buf: &[u8]) -> Option<usize> {
     (0..buf.len()).find_map(|i| {
         let rest = &buf[i..];
@@ -341,184 +367,184 @@ fn head_end(buf: &[u8]) -> Option<usize> {
     })
 }
 
-/// A parsed request head: what the endpoints look at.
-#[derive(Debug, PartialEq)]
-pub struct RequestHead {
-    pub method: String,
-    pub target: String,
-    pub accept: Option<String>,
-}
-
-/// `METHOD SP TARGET SP HTTP/1.x` and headers; None when it is not HTTP/1.
-pub fn parse_head(head: &[u8]) -> Option<RequestHead> {
-    let head = std::str::from_utf8(head).ok()?;
-    let mut lines = head.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
-    let mut parts = lines.next()?.split(' ');
-    let (method, target, version) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some()
-        || method.is_empty()
-        || !method.bytes().all(|b| b.is_ascii_uppercase())
-        || !target.starts_with('/')
-        || !version.starts_with("HTTP/1.")
-    {
-        return None;
-    }
-    let mut accept = None;
-    for line in lines.take_while(|l| !l.is_empty()) {
-        let (name, value) = line.split_once(':')?;
-        if name.trim().eq_ignore_ascii_case("accept") {
-            accept = Some(value.trim().to_string());
-        }
-    }
-    Some(RequestHead {
-        method: method.into(),
-        target: target.into(),
-        accept,
-    })
-}
-
-fn serve_connection(
-    mut stream: TcpStream,
-    shared: &Mutex<Shared>,
-    interval: Duration,
-    max_pools: usize,
-) {
+async fn serve_connection(mut stream: TcpStream, app: Router) {
     let _ = stream.set_nodelay(true);
-    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
-    let (reply, head_only) = match read_head(&mut stream) {
-        Err(HeadError::Gone) => return,
-        Err(HeadError::Status(status)) => (
-            text(status, format!("{}\n", reason(status)), "text/plain"),
-            false,
-        ),
-        Ok(head) => match parse_head(&head) {
-            None => (text(400, "not an HTTP/1 request\n", "text/plain"), false),
-            Some(req) => (
-                answer(&req, shared, interval, max_pools),
-                req.method == "HEAD",
-            ),
-        },
-    };
-    let mut out = format!(
-        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
-        reply.status,
-        reason(reply.status),
-        reply.content_type,
-        reply.body.len()
-    );
-    if reply.allow {
-        out += "Allow: GET, HEAD\r\n";
+    match peek_head(&stream).await {
+        Head::Gone => return,
+        Head::Refuse(status, body) => {
+            let answer = format!(
+                "HTTP/1.1 {} {}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                status.as_u16(),
+                status.canonical_reason().unwrap_or(""),
+                body.len()
+            );
+            if stream.write_all(answer.as_bytes()).await.is_ok() {
+                close_gently(stream).await;
+            }
+            return;
+        }
+        Head::Ready => {}
     }
-    out += "\r\n";
-    let mut bytes = out.into_bytes();
-    if !head_only {
-        bytes.extend_from_slice(reply.body.as_bytes());
-    }
-    if stream.write_all(&bytes).is_ok() {
-        let _ = stream.flush();
-        // Whatever the client sent beyond the head is not read: close our side first so the
-        // answer is delivered before the socket goes.
-        let _ = stream.shutdown(std::net::Shutdown::Write);
+    let served = hyper::server::conn::http1::Builder::new()
+        .keep_alive(false)
+        .max_buf_size(MAX_HEAD.max(8192))
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEAD_DEADLINE)
+        .serve_connection(TokioIo::new(stream), TowerToHyperService::new(app))
+        .without_shutdown()
+        .await;
+    if let Ok(parts) = served {
+        close_gently(parts.io.into_inner()).await;
     }
 }
 
-/// The answer to one request, from the last collection.
-pub fn answer(
-    req: &RequestHead,
-    shared: &Mutex<Shared>,
-    interval: Duration,
-    max_pools: usize,
-) -> Reply {
-    if req.method != "GET" && req.method != "HEAD" {
-        let mut r = text(405, "only GET\n", "text/plain");
-        r.allow = true;
-        return r;
+/// Closes after an answer so that the client gets it: our side first (FIN after the
+/// answer), then what the client still sends is read and dropped for a moment. Closing with
+/// unread bytes (a request body nobody read, the rest of an oversized head) would send a
+/// reset, and the client could lose the answer with it.
+async fn close_gently(mut stream: TcpStream) {
+    use tokio::io::AsyncReadExt;
+    let _ = stream.shutdown().await;
+    let mut sink = [0u8; 4096];
+    let _ = tokio::time::timeout(LINGER, async {
+        while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+    })
+    .await;
+}
+
+/// How long a closing connection reads what its client still sends.
+const LINGER: Duration = Duration::from_secs(1);
+
+fn no_collection_yet() -> Response {
+    (StatusCode::SERVICE_UNAVAILABLE, "no collection yet\n").into_response()
+}
+
+/// `/metrics`: Prometheus text, or OpenMetrics when the `Accept` header asks for it.
+async fn metrics_text(State(state): State<Arc<ServerState>>, headers: HeaderMap) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let format = Format::from_accept(accept);
+    let Some(p) = state.current() else {
+        return no_collection_yet();
+    };
+    let started = Instant::now();
+    let rendering = state.clone();
+    let body = tokio::task::spawn_blocking(move || {
+        let snap = p.snapshot(Window::SinceStart);
+        let mut stats = p.stats.clone();
+        stats.last_scrape_seconds = rendering.last_scrape_seconds();
+        metrics::render(&snap, &stats, format, rendering.max_pools).0
+    })
+    .await;
+    let Ok(body) = body else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "rendering failed\n").into_response();
+    };
+    state
+        .last_scrape_ns
+        .store(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    ([(header::CONTENT_TYPE, format.content_type())], body).into_response()
+}
+
+#[derive(serde::Deserialize)]
+struct SnapshotQuery {
+    window: Option<String>,
+}
+
+/// `/api/v1/snapshot`: the `diagnose --json` model since the start, or of the last interval
+/// (`?window=interval`: what a remote `ppscope top --connect` shows as rates).
+async fn snapshot_json(
+    State(state): State<Arc<ServerState>>,
+    Query(q): Query<SnapshotQuery>,
+) -> Response {
+    let window = match q.window.as_deref() {
+        Some("interval") => Window::Interval,
+        _ => Window::SinceStart,
+    };
+    let Some(p) = state.current() else {
+        // `top --connect` tells this apart from an agent that failed by the body.
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::CONTENT_TYPE, "application/json")],
+            "{\"error\":\"no collection yet\"}",
+        )
+            .into_response();
+    };
+    let body = tokio::task::spawn_blocking(move || {
+        serde_json::to_string(&report::json(&p.snapshot(window))).unwrap_or_default()
+    })
+    .await;
+    match body {
+        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "rendering failed\n").into_response(),
     }
-    let (path, query) = req
-        .target
-        .split_once('?')
-        .unwrap_or((req.target.as_str(), ""));
-    match path {
-        "/metrics" => {
-            let format = Format::from_accept(req.accept.as_deref());
-            let started = Instant::now();
-            let Some(snap) = snapshot(shared, Window::SinceStart) else {
-                return text(503, "no collection yet\n", "text/plain");
-            };
-            let stats = lock(shared).stats.clone();
-            let (body, _) = metrics::render(&snap, &stats, format, max_pools);
-            lock(shared).stats.last_scrape_seconds = started.elapsed().as_secs_f64();
-            text(200, body, format.content_type())
+}
+
+/// `/healthz`: 200 while collections keep coming (the last one within three intervals and
+/// a second), 503 when they are late.
+async fn healthz(State(state): State<Arc<ServerState>>) -> Response {
+    let fresh = state
+        .current()
+        .is_some_and(|p| p.at.elapsed() <= state.interval * 3 + Duration::from_secs(1));
+    if fresh {
+        (StatusCode::OK, "ok\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "collection is late\n").into_response()
+    }
+}
+
+/// The server on a runtime of its own, for callers that are not async (tests; a tool fed
+/// snapshots directly). Stopped when dropped.
+pub struct BlockingServer {
+    pub addr: SocketAddr,
+    server: Option<HttpServer>,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl BlockingServer {
+    pub fn start(listen: SocketAddr, state: Arc<ServerState>) -> Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .max_blocking_threads(8)
+            .thread_name("ppscope-http")
+            .enable_all()
+            .build()?;
+        let server = runtime.block_on(HttpServer::bind(listen, state))?;
+        Ok(Self {
+            addr: server.addr,
+            server: Some(server),
+            runtime,
+        })
+    }
+
+    pub fn stop(mut self) {
+        if let Some(server) = self.server.take() {
+            self.runtime.block_on(server.shutdown());
         }
-        "/api/v1/snapshot" => {
-            let last_interval = query.split('&').any(|kv| kv == "window=interval");
-            let window = if last_interval {
-                Window::Interval
-            } else {
-                Window::SinceStart
-            };
-            match snapshot(shared, window) {
-                Some(s) => text(
-                    200,
-                    serde_json::to_string(&report::json(&s)).unwrap_or_default(),
-                    "application/json",
-                ),
-                None => text(503, "{\"error\":\"no collection yet\"}", "application/json"),
-            }
-        }
-        "/healthz" => {
-            let sh = lock(shared);
-            let fresh = sh
-                .last_collection
-                .is_some_and(|t| t.elapsed() <= interval * 3 + Duration::from_secs(1));
-            if fresh {
-                text(200, "ok\n", "text/plain")
-            } else {
-                text(503, "collection is late\n", "text/plain")
-            }
-        }
-        _ => text(
-            404,
-            "not found: try /metrics, /api/v1/snapshot, /healthz\n",
-            "text/plain",
-        ),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::body::Body;
+    use tower::ServiceExt;
 
-    #[test]
-    fn request_heads() {
-        let h = parse_head(
-            b"GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\nACCEPT: application/openmetrics-text\r\n\r\n",
-        )
-        .unwrap();
-        assert_eq!(h.method, "GET");
-        assert_eq!(h.target, "/metrics?x=1");
-        assert_eq!(h.accept.as_deref(), Some("application/openmetrics-text"));
-        assert!(parse_head(b"GET /metrics HTTP/1.0\n\n").is_some());
-        for bad in [
-            &b""[..],
-            b"\r\n\r\n",
-            b"GET\r\n\r\n",
-            b"GET /metrics\r\n\r\n",
-            b"GET metrics HTTP/1.1\r\n\r\n",
-            b"GET /metrics HTTP/2\r\n\r\n",
-            b"GET /metrics HTTP/1.1 extra\r\n\r\n",
-            b"get /metrics HTTP/1.1\r\n\r\n",
-            b"GET /metrics HTTP/1.1\r\nno colon\r\n\r\n",
-            b"\xff\xfe /metrics HTTP/1.1\r\n\r\n",
-        ] {
-            assert_eq!(parse_head(bad), None, "{:?}", String::from_utf8_lossy(bad));
-        }
+    /// One request through the routes (no socket): status and body.
+    async fn get(state: &Arc<ServerState>, target: &str) -> (StatusCode, String) {
+        let req = axum::http::Request::get(target)
+            .body(Body::empty())
+            .unwrap();
+        let res = router(state.clone()).oneshot(req).await.unwrap();
+        let status = res.status();
+        let body = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (status, String::from_utf8_lossy(&body).into_owned())
     }
 
     /// The agent collects every interval; its snapshots are assembled on the first scrape
     /// after a collection, once, with the pools that stopped moving retired.
-    #[test]
-    fn snapshots_are_assembled_when_asked_once_per_collection() {
+    #[tokio::test]
+    async fn snapshots_are_assembled_when_asked_once_per_collection() {
         use crate::model::{Coverage, RawPool, RawSample};
         let t0 = Instant::now();
         let sample = |secs: u64, hold: u64| {
@@ -545,46 +571,44 @@ mod tests {
                 Default::default(),
             ))
         };
-        let shared = Mutex::new(Shared {
-            retirement: Retirement::new(Duration::from_secs(60)),
-            ..Shared::default()
-        });
-        let get = |target: &str| {
-            let head = format!("GET {target} HTTP/1.1\r\n\r\n");
-            let req = parse_head(head.as_bytes()).unwrap();
-            answer(&req, &shared, Duration::from_secs(1), 100)
+        let state = ServerState::new(Duration::from_secs(1), 100);
+        assert_eq!(get(&state, "/metrics").await.0, 503, "no collection yet");
+        assert_eq!(get(&state, "/healthz").await.0, 503);
+        let mut retirement = Retirement::new(Duration::from_secs(60));
+        let mut publish = |c: Arc<Collected>, at: Instant| {
+            retirement.moved(c.moved(), at);
+            let p =
+                Publication::collected(c, Arc::new(retirement.clone()), SelfStats::default(), at);
+            state.publish(p);
         };
-        assert_eq!(get("/metrics").status, 503, "no collection yet");
 
         let (first, cur) = (sample(0, 0), sample(1, 10));
-        let c = collected([first.clone(), first.clone(), cur.clone()]);
-        let moved = c.moved();
-        lock(&shared).publish(c, moved, t0);
-        let metrics = get("/metrics");
-        assert_eq!(metrics.status, 200);
+        publish(collected([first.clone(), first.clone(), cur.clone()]), t0);
+        let (status, body) = get(&state, "/metrics").await;
+        assert_eq!(status, 200);
         assert!(
-            metrics.body.contains("pool=\"ppscope:1\""),
-            "the pool's series: {}",
-            metrics.body
+            body.contains("pool=\"ppscope:1\""),
+            "the pool's series: {body}"
         );
         // Assembled once for the collection: every later ask shares it.
-        let a = snapshot(&shared, Window::SinceStart).unwrap();
-        let b = snapshot(&shared, Window::SinceStart).unwrap();
-        assert!(Arc::ptr_eq(&a, &b));
+        let p = state.current().unwrap();
+        let a = p.snapshot(Window::SinceStart);
+        assert!(Arc::ptr_eq(&a, &p.snapshot(Window::SinceStart)));
         assert_eq!(a.pools.len(), 1);
-        let interval = get("/api/v1/snapshot?window=interval");
-        assert_eq!(interval.status, 200);
-        assert!(interval.body.contains("\"pools\""), "{}", interval.body);
+        let (status, body) = get(&state, "/api/v1/snapshot?window=interval").await;
+        assert_eq!(status, 200);
+        assert!(body.contains("\"pools\""), "{body}");
 
         // A collection two minutes on: the pool has not moved since, past its grace.
-        let later = sample(120, 10);
-        let c = collected([first, cur, later]);
-        let moved = c.moved();
-        lock(&shared).publish(c, moved, t0 + Duration::from_secs(120));
-        let c = snapshot(&shared, Window::SinceStart).unwrap();
+        publish(
+            collected([first, cur, sample(120, 10)]),
+            t0 + Duration::from_secs(120),
+        );
+        let c = state.current().unwrap().snapshot(Window::SinceStart);
         assert!(!Arc::ptr_eq(&a, &c), "a new collection, a new snapshot");
         assert_eq!(c.pools.len(), 0, "retired");
-        assert_eq!(get("/api/v1/snapshot").status, 200);
+        assert_eq!(get(&state, "/api/v1/snapshot").await.0, 200);
+        assert_eq!(get(&state, "/nowhere").await.0, 404);
     }
 
     #[test]

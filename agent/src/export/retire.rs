@@ -9,7 +9,7 @@ use std::{
 use crate::snapshot::{PoolKey, Snapshot};
 
 /// When each pool last moved, for the pools that moved within the grace.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Retirement {
     grace: Duration,
     last_moved: HashMap<PoolKey, Instant>,

@@ -1,14 +1,11 @@
-use std::{
-    sync::{Arc, Mutex},
-    time::Instant,
-};
+use std::time::Instant;
 
 use ppscope_common::PoolCounters;
 
 use super::*;
 use crate::{
     advice::scenario,
-    export::http::{HttpServer, Shared},
+    export::http::{BlockingServer, Publication, ServerState},
     model::{Coverage, RawSample},
     testing,
 };
@@ -140,14 +137,8 @@ fn replay_source_steps_through_a_recording_and_ends() {
 
 #[test]
 fn connect_source_reads_an_agents_last_interval_over_http() {
-    let shared = Arc::new(Mutex::new(Shared::default()));
-    let server = HttpServer::start(
-        "127.0.0.1:0".parse().unwrap(),
-        shared.clone(),
-        Duration::from_secs(1),
-        100,
-    )
-    .unwrap();
+    let state = ServerState::new(Duration::from_secs(1), 100);
+    let server = BlockingServer::start("127.0.0.1:0".parse().unwrap(), state.clone()).unwrap();
     let url = format!("http://{}", server.addr);
     let mut c = ConnectSource::new(&url).unwrap();
     let err = c.next(Duration::from_secs(1)).err().unwrap().to_string();
@@ -155,11 +146,11 @@ fn connect_source_reads_an_agents_last_interval_over_http() {
     let mut sim = SimSource::new("all").unwrap();
     let since_start = sim.next(Duration::from_secs(2)).unwrap().unwrap();
     let last = sim.next(Duration::from_secs(1)).unwrap().unwrap();
-    {
-        let mut sh = shared.lock().unwrap();
-        sh.snapshot = Some(Arc::new(since_start));
-        sh.interval_snapshot = Some(Arc::new(last.clone()));
-    }
+    state.publish(Publication::fixed(
+        since_start,
+        last.clone(),
+        Instant::now(),
+    ));
     let got = c.next(Duration::from_secs(1)).unwrap().unwrap();
     assert_eq!(got.pools.len(), last.pools.len());
     for (g, w) in got.pools.iter().zip(&last.pools) {

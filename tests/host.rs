@@ -17,7 +17,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::{run, VethLab, PPSCOPE};
+use common::{run, Prometheus, VethLab, PPSCOPE};
 
 /// Starts `ppscope diagnose` and returns once it says it is watching.
 fn start_diagnose(args: &[&str]) -> Child {
@@ -665,50 +665,12 @@ fn a_real_prometheus_scrapes_the_agent() {
     lab.attach_xdp();
     lab.traffic(1);
 
-    let dir = std::env::temp_dir().join(format!("ppscope-prom-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    let prom_port = free_port();
-    fs::write(
-        dir.join("prometheus.yml"),
-        format!(
-            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: ppscope\n    static_configs:\n      - targets: ['{addr}']\n"
-        ),
-    )
-    .unwrap();
-    let prom = Reaper(
-        Command::new("prometheus")
-            .arg(format!(
-                "--config.file={}",
-                dir.join("prometheus.yml").display()
-            ))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("prometheus (Debian package prometheus; cargo xtask setup installs it)"),
-    );
-    let prom_addr = format!("127.0.0.1:{prom_port}");
+    let prom = Prometheus::scraping(&addr, "agent");
     let series = format!(
         "ppscope_page_pool_pages_allocated_total{{device=\"{}\"}}",
         lab.dev_rx
     );
-    let query = |q: &str| -> Option<f64> {
-        let (status, body) = try_http_get(
-            &prom_addr,
-            &format!("/api/v1/query?query={}", urlencode(q)),
-            None,
-        )?;
-        if status != 200 {
-            return None;
-        }
-        let v: Value = serde_json::from_str(&body).ok()?;
-        v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
-    };
+    let query = |q: &str| prom.value(q);
     let deadline = Instant::now() + Duration::from_secs(40);
     let mut first = None;
     while Instant::now() < deadline {
@@ -787,18 +749,6 @@ fn a_real_prometheus_scrapes_the_agent() {
         thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(our_programs_loaded(), before, "programs left behind");
-    let _ = fs::remove_dir_all(&dir);
-}
-
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// Starts `ppscope agent` on a free loopback port; returns it and its address.

@@ -4,8 +4,6 @@
 //! across both. Buckets that differed per pool (each cut at its highest non-empty one) made
 //! `sum by (le)` add mismatched series; every series now carries the same `le` set.
 use std::{
-    fs,
-    process::{Child, Command, Stdio},
     sync::Arc,
     thread,
     time::{Duration, Instant},
@@ -16,21 +14,10 @@ use ppscope::{
     model::{self, Coverage, PoolHists, RawPool, RawSample},
 };
 use ppscope_common::PoolIdentity;
-use serde_json::Value;
 
 mod common;
 
-use common::{free_tcp_port, http_get_timeout};
-
-/// Kills a child on drop (a failed assertion must not leave Prometheus running).
-struct Reaper(Child);
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::Prometheus;
 
 /// Two pools of one device after `secs` seconds: each took 100 slow paths a second, pool 1's
 /// in [1, 2) µs (log2 bucket 10), pool 2's in [4, 8) µs (bucket 12).
@@ -82,51 +69,7 @@ fn two_pools_histograms_sum_into_the_right_quantile_in_prometheus() {
     publish(&state, 1);
     let server = BlockingServer::start("127.0.0.1:0".parse().unwrap(), state.clone()).unwrap();
 
-    let dir = std::env::temp_dir().join(format!("ppscope-prom-hist-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    fs::write(
-        dir.join("prometheus.yml"),
-        format!(
-            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: ppscope\n    static_configs:\n      - targets: ['{}']\n",
-            server.addr
-        ),
-    )
-    .unwrap();
-    let prom_addr = format!("127.0.0.1:{}", free_tcp_port());
-    let _prom = Reaper(
-        Command::new("prometheus")
-            .arg(format!(
-                "--config.file={}",
-                dir.join("prometheus.yml").display()
-            ))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address={prom_addr}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("prometheus (Debian package prometheus; cargo xtask setup installs it)"),
-    );
-    let query = |q: &str| -> Option<Value> {
-        let q: String = q
-            .bytes()
-            .map(|b| match b {
-                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => {
-                    (b as char).to_string()
-                }
-                _ => format!("%{b:02X}"),
-            })
-            .collect();
-        let (status, body) = http_get_timeout(
-            &prom_addr,
-            &format!("/api/v1/query?query={q}"),
-            Duration::from_secs(5),
-        )?;
-        (status == 200).then(|| serde_json::from_str(&body).ok())?
-    };
+    let prom = Prometheus::scraping(&server.addr.to_string(), "histograms");
     let quantile = "histogram_quantile(0.99, sum by (le) (rate(ppscope_page_pool_slow_path_seconds_bucket[1m])))";
     let buckets_per_pool = "count by (pool) (ppscope_page_pool_slow_path_seconds_bucket)";
     // The counts grow by a second's worth every second, as a collection would move them;
@@ -138,12 +81,7 @@ fn two_pools_histograms_sum_into_the_right_quantile_in_prometheus() {
         thread::sleep(Duration::from_secs(1));
         secs += 1;
         publish(&state, secs);
-        p99 = query(quantile).and_then(|v| {
-            v["data"]["result"][0]["value"][1]
-                .as_str()?
-                .parse::<f64>()
-                .ok()
-        });
+        p99 = prom.value(quantile);
         if p99.is_some_and(f64::is_finite) && secs > 6 {
             break;
         }
@@ -156,8 +94,8 @@ fn two_pools_histograms_sum_into_the_right_quantile_in_prometheus() {
         "p99 {p99} s, expected in (4.096, 8.192] µs"
     );
     // Both pools carry the same 33 buckets (32 log2 edges and +Inf).
-    let per_pool = query(buckets_per_pool).expect("count by pool");
-    let counts: Vec<&str> = per_pool["data"]["result"]
+    let per_pool = prom.query(buckets_per_pool).expect("count by pool");
+    let counts: Vec<&str> = per_pool
         .as_array()
         .unwrap()
         .iter()
@@ -165,5 +103,4 @@ fn two_pools_histograms_sum_into_the_right_quantile_in_prometheus() {
         .collect();
     assert_eq!(counts, ["33", "33"], "{per_pool:#}");
     server.stop();
-    let _ = fs::remove_dir_all(&dir);
 }

@@ -417,3 +417,77 @@ impl Drop for AgentProc {
         let _ = self.child.wait();
     }
 }
+
+/// A real Prometheus (the Debian package `cargo xtask setup` installs) scraping `target`
+/// every second, in a directory of its own; killed and removed on drop.
+pub struct Prometheus {
+    child: Child,
+    dir: std::path::PathBuf,
+    pub addr: String,
+}
+
+impl Prometheus {
+    /// `tag` names its directory (one per test).
+    pub fn scraping(target: &str, tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("ppscope-prom-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("prometheus.yml"),
+            format!(
+                "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: ppscope\n    static_configs:\n      - targets: ['{target}']\n"
+            ),
+        )
+        .unwrap();
+        let addr = format!("127.0.0.1:{}", free_tcp_port());
+        let child = Command::new("prometheus")
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address={addr}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus (Debian package prometheus; cargo xtask setup installs it)");
+        Self { child, dir, addr }
+    }
+
+    /// The answer to a PromQL instant query (`data.result`), None while Prometheus is not up
+    /// or the query fails.
+    pub fn query(&self, promql: &str) -> Option<serde_json::Value> {
+        let q: String = promql
+            .bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let (status, body) = http_get_timeout(
+            &self.addr,
+            &format!("/api/v1/query?query={q}"),
+            Duration::from_secs(5),
+        )?;
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        (status == 200).then(|| v["data"]["result"].clone())
+    }
+
+    /// The first result's value of an instant query.
+    pub fn value(&self, promql: &str) -> Option<f64> {
+        self.query(promql)?[0]["value"][1].as_str()?.parse().ok()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -34,7 +34,10 @@ fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static)
 fn ifindex_in(ns: &str, dev: &str) -> u32 {
     let dev = CString::new(dev).unwrap();
     // if_nametoindex asks through a socket of the calling thread's namespace.
-    let idx = in_netns(ns, move || unsafe { libc::if_nametoindex(dev.as_ptr()) });
+    let idx = in_netns(ns, move || {
+        // SAFETY: `dev` is a NUL-terminated string that outlives the call.
+        unsafe { libc::if_nametoindex(dev.as_ptr()) }
+    });
     assert_ne!(idx, 0, "no device in {ns}");
     idx
 }

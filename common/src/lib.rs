@@ -676,17 +676,30 @@ mod pod {
     // padding holes that could leak uninitialised bytes (checked by the size asserts in the
     // agent's tests), so any bit pattern is valid.
     unsafe impl aya::Pod for super::ProbeConfig {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::PoolHot {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::HotSlot {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::NapiHot {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::NapiSlot {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::PoolRare {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::PoolIdentity {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::SiteStats {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::NapiCounters {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::PoolState {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::PoolTeardown {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::DeviceIdentity {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::DropKey {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::ReleaseMark {}
 }

@@ -501,6 +501,7 @@ const SCRAPE_EVERY_S: u64 = 15;
 /// CPU share of one core (per cent, one figure per second) and peak RSS (MB) of process `pid`
 /// over `window` seconds; `what` names it in the error when it exits.
 fn cpu_and_rss(pid: u32, window: u64, what: &str) -> Result<(Vec<f64>, f64)> {
+    // SAFETY: sysconf(3) takes a name and reads nothing of ours.
     let hz = unsafe { sysconf(2) }.max(1) as f64; // _SC_CLK_TCK
     let mut per_sec = Vec::new();
     let mut rss_max = 0u64;
@@ -699,6 +700,7 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
             cpu_mean: per_sec.iter().sum::<f64>() / per_sec.len() as f64,
             rss_mb,
         });
+        // SAFETY: kill(2) on the agent this benchmark started.
         unsafe { kill(pid as i32, 15) };
         if n == *counts.last().unwrap() {
             // The dashboard on the same pools, alone (the agent has stopped): a real terminal

@@ -87,6 +87,7 @@ fn main() -> ExitCode {
     let (mut ok, mut errors, mut reached) = (0u64, 0u64, 0u64);
     let mut last_errno = 0i32;
     for _ in 0..n {
+        // SAFETY: `tokens` outlives the call and `len` is its size in bytes.
         let r = unsafe { setsockopt(fd, SOL_SOCKET, SO_DEVMEM_DONTNEED, tokens.as_ptr(), len) };
         if r >= 0 {
             ok += 1;
@@ -102,6 +103,7 @@ fn main() -> ExitCode {
             }
         }
     }
+    // SAFETY: `fd` is the socket opened above, closed once.
     unsafe { close(fd) };
     let name = errno_name(last_errno);
     if name.is_empty() {

@@ -387,6 +387,11 @@ async fn serve_connection(mut stream: TcpStream, app: Router) {
     }
     let served = hyper::server::conn::http1::Builder::new()
         .keep_alive(false)
+        // A client may shut its side down once its request is sent (curl does not, scripts
+        // and probes do): that end of input is not the end of the exchange. Without this,
+        // hyper closes when it reads that end, before an answer still being rendered (every
+        // `/metrics`) or one whose body it skipped (a POST's 405, lost in a CI run).
+        .half_close(true)
         .max_buf_size(MAX_HEAD.max(8192))
         .timer(TokioTimer::new())
         .header_read_timeout(HEAD_DEADLINE)

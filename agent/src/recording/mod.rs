@@ -4,19 +4,24 @@
 //!
 //! ```text
 //! magic "PPSCOPE\x01" | u32 LE format version | frame | frame | ...
-//! frame = u32 LE payload length | u32 LE CRC-32 of the payload | payload (JSON)
+//! frame = u32 LE payload length | u32 LE CRC-32 of the payload | payload
 //! ```
 //!
-//! The first frame is the [`Header`] (kernel, hooks, coverage, drop-reason names); every
-//! other frame is one [`Frame`]: the cumulative counters of every pool and site at one
-//! instant. Readers refuse a file that is not a recording, a newer format, a checksum
-//! mismatch or a cut-off frame with one sentence each, and never panic on any input.
+//! The first frame is the [`Header`] (kernel, hooks, coverage, drop-reason names) as JSON;
+//! every other frame is one [`Frame`]: the cumulative counters of every pool and site at one
+//! instant. Version 2 writes a frame as what changed since the one before ([`packed`]: tens
+//! of bytes per busy pool); version 1 wrote each as JSON (~1.3 KB per pool) and still reads.
+//! [`Reader`] takes one frame at a time, never the whole file. Readers refuse a file that is
+//! not a recording, a newer format, a checksum mismatch or a cut-off frame with one sentence
+//! each, and never panic on any input.
 //!
 //! No kernel address is written ([`Aliases`]): a recording is made to be sent to someone.
+mod packed;
+
 use std::{
     collections::HashMap,
     fs::File,
-    io::{BufReader, BufWriter, Read, Write},
+    io::{BufReader, BufWriter, ErrorKind, Read, Write},
     path::Path,
     time::{Duration, Instant},
 };
@@ -34,8 +39,11 @@ use crate::{
     snapshot::{Detail, HookStatus},
 };
 
+pub use packed::BYTES_PER_POOL_FRAME;
+
 pub const MAGIC: &[u8; 8] = b"PPSCOPE\x01";
-pub const FORMAT_VERSION: u32 = 1;
+/// The version written: 2, frames packed ([`packed`]). 1: frames as JSON (read still).
+pub const FORMAT_VERSION: u32 = 2;
 /// No frame is larger than this; a bigger length field means a corrupt file.
 const MAX_FRAME: u32 = 256 << 20;
 
@@ -237,6 +245,7 @@ impl Frame {
 pub struct Writer {
     out: BufWriter<File>,
     aliases: Aliases,
+    packer: packed::Packer,
 }
 
 fn write_frame(out: &mut impl Write, payload: &[u8]) -> Result<()> {
@@ -259,16 +268,130 @@ impl Writer {
         Ok(Self {
             out,
             aliases: Aliases::default(),
+            packer: packed::Packer::default(),
         })
     }
 
-    /// Writes the sample `s`, taken `s.at - start` after the recording started.
-    pub fn append(&mut self, s: &RawSample, start: Instant) -> Result<()> {
+    /// Writes the sample `s`, taken `s.at - start` after the recording started; returns the
+    /// bytes it took.
+    pub fn append(&mut self, s: &RawSample, start: Instant) -> Result<usize> {
         let frame = Frame::from_sample(s, start, &mut self.aliases);
-        write_frame(&mut self.out, &serde_json::to_vec(&frame)?)?;
+        let payload = self.packer.pack(frame)?;
+        write_frame(&mut self.out, &payload)?;
         self.out.flush().context("cannot write the recording")?;
-        Ok(())
+        Ok(8 + payload.len())
     }
+}
+
+/// Reads a recording one frame at a time: the memory it holds is one frame (and, for
+/// version 2, the frame before it), whatever the length of the file.
+pub struct Reader<R> {
+    input: R,
+    version: u32,
+    /// Frames read so far, the header included (frame 0), for the error sentences.
+    index: usize,
+    unpacker: packed::Unpacker,
+}
+
+impl Reader<BufReader<File>> {
+    /// Opens `path` and reads its header.
+    pub fn open(path: &Path) -> Result<(Header, Self)> {
+        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        Self::new(BufReader::new(file))
+            .with_context(|| format!("{} is not a usable recording", path.display()))
+    }
+}
+
+impl<R: Read> Reader<R> {
+    /// Reads the magic, the version and the header from `input`.
+    pub fn new(mut input: R) -> Result<(Header, Self)> {
+        let mut start = [0u8; 12];
+        let got = read_full(&mut input, &mut start)?;
+        if got < 12 || &start[..8] != MAGIC {
+            bail!("not a ppscope recording (no PPSCOPE magic at the start)");
+        }
+        let version = u32::from_le_bytes(start[8..12].try_into().expect("4 bytes"));
+        if version > FORMAT_VERSION {
+            bail!(
+                "written by a newer ppscope (format v{version}); this one reads up to v{FORMAT_VERSION}"
+            );
+        }
+        if version == 0 {
+            bail!("corrupt: format version 0");
+        }
+        let mut reader = Self {
+            input,
+            version,
+            index: 0,
+            unpacker: packed::Unpacker::default(),
+        };
+        let first = reader.payload()?.context("truncated: no header frame")?;
+        let header: Header =
+            serde_json::from_slice(&first).context("corrupt: the header frame does not parse")?;
+        Ok((header, reader))
+    }
+
+    /// The next frame, `None` at the end of the file.
+    pub fn next_frame(&mut self) -> Result<Option<Frame>> {
+        let Some(payload) = self.payload()? else {
+            return Ok(None);
+        };
+        let index = self.index - 1;
+        let frame = match self.version {
+            1 => serde_json::from_slice(&payload).map_err(anyhow::Error::from),
+            _ => self.unpacker.unpack(&payload),
+        };
+        frame
+            .with_context(|| format!("corrupt: frame {index} does not parse"))
+            .map(Some)
+    }
+
+    /// The next frame's checked payload, `None` at the end of the file.
+    fn payload(&mut self) -> Result<Option<Vec<u8>>> {
+        let index = self.index;
+        let mut head = [0u8; 8];
+        match read_full(&mut self.input, &mut head)? {
+            0 => return Ok(None),
+            8 => {}
+            _ => bail!("truncated: frame {index} is cut off in its length/checksum"),
+        }
+        let len = u32::from_le_bytes(head[..4].try_into().expect("4 bytes"));
+        let crc = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
+        if len > MAX_FRAME {
+            bail!("corrupt: frame {index} claims {len} bytes");
+        }
+        // Grown as the bytes arrive: a forged length costs no more memory than the file.
+        let mut body = Vec::new();
+        (&mut self.input)
+            .take(u64::from(len))
+            .read_to_end(&mut body)
+            .context("cannot read the recording")?;
+        if body.len() < len as usize {
+            bail!(
+                "truncated: frame {index} is cut off ({len} bytes announced, {} there)",
+                body.len()
+            );
+        }
+        if crc32fast::hash(&body) != crc {
+            bail!("corrupt: frame {index} fails its checksum");
+        }
+        self.index += 1;
+        Ok(Some(body))
+    }
+}
+
+/// Fills `buf` as far as `input` goes; how many bytes it got (fewer only at the end).
+fn read_full(input: &mut impl Read, buf: &mut [u8]) -> Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match input.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e).context("cannot read the recording"),
+        }
+    }
+    Ok(got)
 }
 
 /// A recording read back.
@@ -279,66 +402,23 @@ pub struct Recording {
 }
 
 impl Recording {
+    /// The whole recording, read frame by frame.
     pub fn read(path: &Path) -> Result<Self> {
-        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        let mut bytes = Vec::new();
-        BufReader::new(file)
-            .read_to_end(&mut bytes)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        Self::parse(&bytes).with_context(|| format!("{} is not a usable recording", path.display()))
+        let (header, mut reader) = Reader::open(path)?;
+        Self::collect(header, &mut reader)
+            .with_context(|| format!("{} is not a usable recording", path.display()))
     }
 
     pub fn parse(bytes: &[u8]) -> Result<Self> {
-        if bytes.len() < 12 || &bytes[..8] != MAGIC {
-            bail!("not a ppscope recording (no PPSCOPE magic at the start)");
+        let (header, mut reader) = Reader::new(bytes)?;
+        Self::collect(header, &mut reader)
+    }
+
+    fn collect(header: Header, reader: &mut Reader<impl Read>) -> Result<Self> {
+        let mut frames = Vec::new();
+        while let Some(frame) = reader.next_frame()? {
+            frames.push(frame);
         }
-        let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
-        if version > FORMAT_VERSION {
-            bail!(
-                "written by a newer ppscope (format v{version}); this one reads up to v{FORMAT_VERSION}"
-            );
-        }
-        if version == 0 {
-            bail!("corrupt: format version 0");
-        }
-        let mut rest = &bytes[12..];
-        let mut payloads = Vec::new();
-        let mut index = 0usize;
-        while !rest.is_empty() {
-            if rest.len() < 8 {
-                bail!("truncated: frame {index} is cut off in its length/checksum");
-            }
-            let len = u32::from_le_bytes(rest[..4].try_into().expect("4 bytes"));
-            let crc = u32::from_le_bytes(rest[4..8].try_into().expect("4 bytes"));
-            if len > MAX_FRAME {
-                bail!("corrupt: frame {index} claims {len} bytes");
-            }
-            let body = rest.get(8..8 + len as usize).with_context(|| {
-                format!(
-                    "truncated: frame {index} is cut off ({len} bytes announced, {} left)",
-                    rest.len() - 8
-                )
-            })?;
-            if crc32fast::hash(body) != crc {
-                bail!("corrupt: frame {index} fails its checksum");
-            }
-            payloads.push(body);
-            rest = &rest[8 + len as usize..];
-            index += 1;
-        }
-        let (first, frames) = payloads
-            .split_first()
-            .context("truncated: no header frame")?;
-        let header: Header =
-            serde_json::from_slice(first).context("corrupt: the header frame does not parse")?;
-        let frames = frames
-            .iter()
-            .enumerate()
-            .map(|(i, f)| {
-                serde_json::from_slice(f)
-                    .with_context(|| format!("corrupt: frame {} does not parse", i + 1))
-            })
-            .collect::<Result<Vec<Frame>>>()?;
         if frames.len() < 2 {
             bail!(
                 "the recording holds {} sample(s); a window needs at least 2",
@@ -460,11 +540,202 @@ mod tests {
         let text = String::from_utf8_lossy(&bytes);
         for addr in [POOL, NETDEV] {
             assert!(!text.contains(&addr.to_string()), "{text}");
+            // Nor in binary: as a varint (how frames write numbers) or a plain word.
+            for written in [
+                postcard::to_stdvec(&addr).unwrap(),
+                addr.to_le_bytes().to_vec(),
+            ] {
+                assert!(!bytes.windows(written.len()).any(|w| w == written));
+            }
         }
         let last = Recording::parse(&bytes).unwrap().samples().pop().unwrap();
         let netdev = last.pools[&1].identity.unwrap().netdev;
         assert_eq!(netdev, 2);
         assert_eq!(last.drops.keys().next().unwrap().netdev, netdev);
+    }
+
+    /// Version 1 wrote each frame as JSON: such a file reads to the frames it was written
+    /// from, the same as version 2 does.
+    #[test]
+    fn version_1_files_still_read() {
+        let t0 = Instant::now();
+        let mut aliases = Aliases::default();
+        let mut v1 = MAGIC.to_vec();
+        v1.extend_from_slice(&1u32.to_le_bytes());
+        write_frame(&mut v1, &serde_json::to_vec(&header()).unwrap()).unwrap();
+        let mut frames = Vec::new();
+        for i in 0..3u64 {
+            let s = sample(t0 + Duration::from_millis(10 * i), 100 * i);
+            let f = Frame::from_sample(&s, t0, &mut aliases);
+            write_frame(&mut v1, &serde_json::to_vec(&f).unwrap()).unwrap();
+            frames.push(f);
+        }
+        assert_eq!(Recording::parse(&v1).unwrap().frames, frames);
+        let v2 = recording_bytes(&tempdir());
+        assert_eq!(&v2[8..12], &2u32.to_le_bytes());
+        assert_eq!(Recording::parse(&v2).unwrap().frames, frames);
+        // A real one: `ppscope record` on the tracepoint-only host (no traffic), before
+        // version 2.
+        let old = include_bytes!("../../../fuzz/corpus/record/host-tracepoints.ppscope");
+        assert_eq!(&old[8..12], &1u32.to_le_bytes());
+        let rec = Recording::parse(old).unwrap();
+        assert_eq!(
+            (rec.header.kernel.as_str(), rec.frames.len()),
+            ("6.18.44-fc-v657", 5)
+        );
+    }
+
+    /// xorshift: the same "random" traffic every run.
+    struct Dice(u64);
+
+    impl Dice {
+        fn roll(&mut self, below: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % below.max(1)
+        }
+    }
+
+    /// `pools` pools receiving traffic, one sample every 10 ms: what `record` sees of a busy
+    /// host (a pool's counters, fill and slow-path buckets, state and its device's NAPI and
+    /// drops move every frame; now and then a pool comes, goes, changes size or a counter
+    /// goes back).
+    fn busy_samples(pools: u64, frames: u64, dice: &mut Dice) -> Vec<RawSample> {
+        let t0 = Instant::now();
+        let mut counters: Vec<PoolCounters> = vec![PoolCounters::default(); pools as usize];
+        let mut out = Vec::new();
+        for f in 0..frames {
+            let mut s = RawSample::empty(t0 + Duration::from_millis(10 * f));
+            for (i, c) in counters.iter_mut().enumerate() {
+                let i = i as u64;
+                if dice.roll(500) == 0 {
+                    continue; // gone for a frame (a vanished pool, its address reused later)
+                }
+                let allocs = 20 + dice.roll(40);
+                c.alloc_calls += allocs;
+                c.refill_calls += allocs / 16;
+                c.refill_pages += allocs;
+                c.put_calls += allocs;
+                c.put_cached += allocs - 1;
+                c.put_released += 1;
+                c.release_pages += 1;
+                c.hold_pages += dice.roll(2);
+                c.fill_hist[dice.roll(10) as usize] += 1;
+                if dice.roll(4) == 0 {
+                    c.slow_calls += 1;
+                    let ns = 2_000 + dice.roll(50_000);
+                    c.slow_ns_sum += ns;
+                    c.slow_hist[ns.ilog2() as usize] += 1;
+                }
+                if dice.roll(1000) == 0 {
+                    c.put_calls -= 1; // a counter that went back
+                }
+                let mut id = PoolIdentity::EMPTY;
+                id.netdev = NETDEV + (i % 8) * 0x1000;
+                id.ifindex = 2 + (i % 8) as u32;
+                id.queue_idx = (i / 8) as u32;
+                id.pool_size = if dice.roll(300) == 0 { 4096 } else { 1024 };
+                id.netlink_id = i as u32 + 1;
+                id.ifname[..4].copy_from_slice(b"eth0");
+                id.driver[..4].copy_from_slice(b"gve\0");
+                id.known = 0x7f;
+                let mut pool = RawPool::from_counters(*c);
+                pool.identity = Some(id);
+                pool.state = Some(PoolState {
+                    stamp_ns: 1_000_000_000 + f * 10_000_000,
+                    ring_fill: dice.roll(1024) as u32,
+                    inflight: 1024 + dice.roll(64) as u32,
+                    known: 3,
+                    _pad: 0,
+                });
+                s.pools.insert(POOL + i * 0x2000, pool);
+            }
+            for d in 0..8u64 {
+                let netdev = NETDEV + d * 0x1000;
+                s.napi.insert(
+                    netdev + 0x100,
+                    NapiCounters {
+                        polls: f * 3,
+                        work: f * 90,
+                        full_budget: f / 10,
+                        budget: 64,
+                    },
+                );
+                s.napi_devices.insert(netdev + 0x100, netdev);
+                let key = DropKey {
+                    netdev,
+                    reason: 2,
+                    _pad: 0,
+                };
+                s.drops.insert(key, f / 7);
+            }
+            s.sites[0].calls = f * 5;
+            s.runtime = Some(ProgramRuntime {
+                run_ns: f * 1_000_000,
+                runs: f * 4_000,
+            });
+            out.push(s);
+        }
+        out
+    }
+
+    /// What a busy host's recording costs: at most `BYTES_PER_POOL_FRAME` per pool and
+    /// frame (JSON took ~1.3 KB), and it reads back to exactly the frames it was written from.
+    #[test]
+    fn a_busy_recording_is_compact_and_reads_back_exactly() {
+        let (pools, frames) = (1000, 50);
+        let samples = busy_samples(pools, frames, &mut Dice(0x2545_f491_4f6c_dd1d));
+        let path = tempdir().join("busy.ppscope");
+        let start = samples[0].at;
+        let mut w = Writer::create(&path, &header()).unwrap();
+        let mut written = 0;
+        for s in &samples {
+            written += w.append(s, start).unwrap();
+        }
+        drop(w);
+        let per_pool_frame = written as f64 / (pools * frames) as f64;
+        let mut aliases = Aliases::default();
+        let expected: Vec<Frame> = samples
+            .iter()
+            .map(|s| Frame::from_sample(s, start, &mut aliases))
+            .collect();
+        let json: usize = expected
+            .iter()
+            .map(|f| serde_json::to_vec(f).unwrap().len())
+            .sum();
+        eprintln!(
+            "recording: {per_pool_frame:.0} bytes per pool and frame (JSON: {:.0})",
+            json as f64 / (pools * frames) as f64
+        );
+        assert!(
+            per_pool_frame <= BYTES_PER_POOL_FRAME as f64,
+            "{per_pool_frame:.0} bytes per pool and frame"
+        );
+        let rec = Recording::read(&path).unwrap();
+        assert_eq!(rec.frames.len(), expected.len());
+        for (i, (got, want)) in rec.frames.iter().zip(&expected).enumerate() {
+            assert!(got == want, "frame {i} reads back otherwise");
+        }
+    }
+
+    /// The reader takes one frame at a time: a file cut off in its third frame hands out the
+    /// first two before it says so (a reader of the whole file would refuse at once).
+    #[test]
+    fn the_reader_streams_frame_by_frame() {
+        let bytes = recording_bytes(&tempdir());
+        let cut = &bytes[..bytes.len() - 5];
+        let (h, mut reader) = Reader::new(cut).unwrap();
+        assert_eq!(h, header());
+        assert_eq!(reader.next_frame().unwrap().unwrap().t_ns, 0);
+        assert_eq!(reader.next_frame().unwrap().unwrap().t_ns, 10_000_000);
+        let e = format!("{:#}", reader.next_frame().unwrap_err());
+        assert!(e.contains("truncated: frame 3 is cut off"), "{e}");
+        let (_, mut whole) = Reader::new(&bytes[..]).unwrap();
+        assert_eq!(
+            (0..4).filter_map(|_| whole.next_frame().unwrap()).count(),
+            3
+        );
     }
 
     #[test]
@@ -473,9 +744,9 @@ mod tests {
         let err = |b: &[u8]| format!("{:#}", Recording::parse(b).unwrap_err());
         assert!(err(b"hello world, not a recording").contains("not a ppscope recording"));
         let mut future = good.clone();
-        future[8..12].copy_from_slice(&2u32.to_le_bytes());
+        future[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
         assert!(
-            err(&future).contains("newer ppscope (format v2)"),
+            err(&future).contains(&format!("newer ppscope (format v{})", FORMAT_VERSION + 1)),
             "{}",
             err(&future)
         );

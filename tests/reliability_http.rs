@@ -205,8 +205,14 @@ fn a_client_that_half_closes_gets_every_answer() {
     let srv = server();
     let addr = srv.addr.to_string();
     let cases: &[(&[u8], u16)] = &[
-        (b"POST /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc", 405),
-        (b"GET /healthz HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello", 200),
+        (
+            b"POST /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc",
+            405,
+        ),
+        (
+            b"GET /healthz HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello",
+            200,
+        ),
         (b"GET /nowhere HTTP/1.1\r\n\r\n", 404),
         (b"GET /metrics HTTP/1.1\r\n\r\n", 200),
     ];

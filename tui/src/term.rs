@@ -90,6 +90,10 @@ impl Drop for Restore {
 
 /// Interactive dashboard until `q`, `Esc` or `Ctrl-C`.
 pub fn run(source: Box<dyn Source>, interval: Duration) -> Result<()> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        anyhow::bail!("cannot take over the terminal: stdout is not a terminal (try --once)");
+    }
     let mut app = App::new(source.describe(), interval);
     let shared = Arc::new(Shared {
         interval_ms: AtomicU64::new(interval.as_millis().max(1) as u64),
@@ -110,9 +114,11 @@ pub fn run(source: Box<dyn Source>, interval: Duration) -> Result<()> {
     }
 
     let result = (|| -> Result<()> {
-        let mut terminal =
-            ratatui::try_init().context("cannot take over the terminal (is stdout a terminal?)")?;
+        // Before init: try_init turns raw mode on first, and returns an error without turning
+        // it off when the alternate screen then fails. (Restoring writes to stdout: it is a
+        // terminal, checked first.)
         let _restore = Restore;
+        let mut terminal = ratatui::try_init().context("cannot take over the terminal")?;
         terminal.clear()?;
         ui_loop(&mut terminal, &mut app, &shared, &rx)
     })();

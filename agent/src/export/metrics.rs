@@ -2,7 +2,8 @@
 //!
 //! Pure rendering, unit-tested: counters end in `_total`, histograms come from the kernel's
 //! log2 nanosecond buckets made cumulative with every edge present (`le` = 2^(i+1) ns in
-//! seconds, then `+Inf`), with `_sum` and `_count`; labels are bounded (device, queue, pool,
+//! seconds up to 2^31 ns, then `+Inf`, which also holds the kernel's last bucket: it takes
+//! everything longer), with `_sum` and `_count`; labels are bounded (device, queue, pool,
 //! and kind/reason/hook from fixed sets), never a pid, page or pointer other than a pool's
 //! own id when it has no netlink id.
 use std::fmt::Write;
@@ -98,12 +99,13 @@ impl<'a> Family<'a> {
         );
     }
 
-    /// A log2-ns histogram in seconds: cumulative, every one of the kernel's
-    /// [`LATENCY_BUCKETS`] edges present whatever was counted (a family's series must share
-    /// one `le` set, or `sum by (le)` across pools adds mismatched buckets), then `+Inf`.
+    /// A log2-ns histogram in seconds: cumulative, every edge present whatever was counted
+    /// (a family's series must share one `le` set, or `sum by (le)` across pools adds
+    /// mismatched buckets), then `+Inf`. The kernel's last bucket has no upper edge (it holds
+    /// every duration from 2^31 ns on, a clamp), so it is counted in `+Inf` only.
     fn histogram(&mut self, base: &[(&str, &str)], l: &Latency) {
         let mut cumulative = 0u64;
-        for i in 0..LATENCY_BUCKETS {
+        for i in 0..LATENCY_BUCKETS - 1 {
             cumulative += l.buckets.get(i).copied().unwrap_or(0);
             let le = format!("{}", ((1u64 << (i + 1)) as f64) / 1e9);
             let mut pairs = base.to_vec();
@@ -715,9 +717,9 @@ mod tests {
     fn histogram_is_cumulative_with_every_edge_and_seconds() {
         let (t, _) = render(&snap(), &SelfStats::default(), Format::Prometheus, 100);
         let buckets = lines(&t, "ppscope_page_pool_slow_path_seconds_bucket");
-        // Every one of the kernel's 32 log2 edges plus +Inf, zeros included, whatever the
-        // highest bucket counted.
-        assert_eq!(buckets.len(), LATENCY_BUCKETS + 1, "{buckets:#?}");
+        // Every one of the kernel's 31 bounded log2 buckets' edges plus +Inf, zeros
+        // included, whatever the highest bucket counted.
+        assert_eq!(buckets.len(), LATENCY_BUCKETS, "{buckets:#?}");
         assert!(
             buckets[0].ends_with("le=\"0.000000002\"} 0"),
             "{}",
@@ -730,8 +732,8 @@ mod tests {
         );
         assert!(buckets[11].ends_with("} 2"), "cumulative: {}", buckets[11]);
         assert!(buckets[12].contains("le=\"0.000008192\"") && buckets[12].ends_with("} 3"));
-        assert!(buckets[31].contains("le=\"4.294967296\"") && buckets[31].ends_with("} 3"));
-        assert!(buckets[32].contains("le=\"+Inf\"") && buckets[32].ends_with("} 3"));
+        assert!(buckets[30].contains("le=\"2.147483648\"") && buckets[30].ends_with("} 3"));
+        assert!(buckets[31].contains("le=\"+Inf\"") && buckets[31].ends_with("} 3"));
         assert!(t.contains("ppscope_page_pool_slow_path_seconds_sum{device=\"ve\\\"th\\\\1\",queue=\"0\",pool=\"7\"} 0.000007"), "{t}");
         assert!(lines(&t, "ppscope_page_pool_slow_path_seconds_count")[0].ends_with(" 3"));
     }

@@ -209,7 +209,8 @@ pub struct Latency {
     pub p99_ns: u64,
     pub max_ns: u64,
     pub sum_ns: u64,
-    /// Count per log2 bucket: bucket i holds [2^i, 2^(i+1)) ns.
+    /// Count per log2 bucket: bucket i holds [2^i, 2^(i+1)) ns, and the last (31) every
+    /// duration from 2^31 ns on (the kernel clamps; its quantile edge is then a floor).
     pub buckets: Vec<u64>,
 }
 

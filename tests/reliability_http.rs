@@ -16,10 +16,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use ppscope::{
-    export::http::{BlockingServer, Publication, ServerState, HEAD_DEADLINE, MAX_HEAD},
-    model::{self, Coverage, PoolCounts, RawPool, RawSample},
-};
+use ppscope::export::http::{BlockingServer, Publication, ServerState, HEAD_DEADLINE, MAX_HEAD};
 
 mod common;
 
@@ -34,32 +31,10 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A server like the agent's, with a collected snapshot of `POOLS` busy pools.
+/// A server like the agent's, with a collected snapshot of `POOLS` busy pools (what the
+/// tracepoint backend covers: this host's case).
 fn server() -> BlockingServer {
-    let t0 = Instant::now();
-    let first = RawSample::empty(t0);
-    let mut later = RawSample::empty(t0 + Duration::from_secs(1));
-    later.pools = (0..POOLS)
-        .map(|i| {
-            let pool = RawPool {
-                id: i as u32 + 1,
-                counters: PoolCounts {
-                    hold_pages: 1000 + i,
-                    release_pages: 900,
-                    ..Default::default()
-                },
-                ..Default::default()
-            };
-            (0xffff_8880_0000_0000 + i * 0x1000, pool)
-        })
-        .collect();
-    // What the tracepoint backend covers (this host's case).
-    let cov = Coverage {
-        hold: true,
-        release: true,
-        ..Default::default()
-    };
-    let snap = model::snapshot(&ppscope::testing::facts("test", cov), &first, &later);
+    let snap = ppscope::testing::snapshot_with_pools(POOLS);
     assert_eq!(snap.pools.len() as u64, POOLS);
     let state = ServerState::new(Duration::from_secs(3600), 10_000);
     state.publish(Publication::fixed(snap.clone(), snap, Instant::now()));

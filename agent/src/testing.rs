@@ -53,6 +53,30 @@ pub fn one_pool_sample(
     s
 }
 
+/// A snapshot of `pools` pools a second apart, each of which took and gave back pages (what
+/// the page_pool tracepoints count), named `ppscope:1` on.
+pub fn snapshot_with_pools(pools: u64) -> crate::snapshot::Snapshot {
+    let t0 = Instant::now();
+    let first = RawSample::empty(t0);
+    let mut later = RawSample::empty(t0 + Duration::from_secs(1));
+    for i in 0..pools {
+        let mut pool = RawPool {
+            id: i as u32 + 1,
+            identity: Some(identity("eth0")),
+            ..Default::default()
+        };
+        pool.counters.hold_pages = 1000 + i;
+        pool.counters.release_pages = 900;
+        later.pools.insert(0x1000 * (i + 1), pool);
+    }
+    let cov = Coverage {
+        hold: true,
+        release: true,
+        ..Default::default()
+    };
+    crate::model::snapshot(&facts("test", cov), &first, &later)
+}
+
 /// Writes a recording as `ppscope record` does: a header (version `test`, no hooks, no drop
 /// reasons) and one frame a sample, timed from `start`.
 pub fn write_recording(

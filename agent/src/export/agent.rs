@@ -42,7 +42,10 @@ pub struct AgentOptions {
 pub const WORKER_THREADS: usize = 2;
 /// Threads of its blocking pool, which collects and renders: CPU work, so a few at most
 /// whatever the burst of scrapes (more would not answer sooner, and each holds memory).
+/// Renderings take at most [`super::http::RENDERS_AT_ONCE`] of them, so a collection always
+/// finds one free.
 pub const BLOCKING_THREADS: usize = 4;
+const _: () = assert!(super::http::RENDERS_AT_ONCE < BLOCKING_THREADS);
 
 /// The runtime the agent runs on: [`WORKER_THREADS`] are plenty for a scrape every few
 /// seconds (a host's CPU count would start dozens of idle threads), and at most

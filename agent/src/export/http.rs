@@ -3,14 +3,18 @@
 //! access while a request is answered).
 //!
 //! The collector hands each collection over as a [`Publication`], an `Arc` swapped in
-//! ([`ServerState::publish`]); a request takes the current one without a lock. Its snapshots
-//! are assembled on the first request that needs them, once per collection, and rendered on
-//! tokio's blocking pool: a 10,000-pool rendering never stalls the threads that accept.
+//! ([`ServerState::publish`]); a request takes the current one without a lock. Each of its
+//! answers (`/metrics` in either format, each snapshot's JSON, and their gzip) is rendered
+//! once, on the first request that asks, on tokio's blocking pool; every other request of
+//! that collection is answered from it, and concurrent ones wait for it without holding a
+//! thread. At most [`RENDERS_AT_ONCE`] renderings run at once, so a burst of scrapes never
+//! takes every blocking thread from the collection, and a 10,000-pool rendering never
+//! stalls the threads that accept.
 //!
-//! hyper serves HTTP/1 (its parser, its 400s), axum routes, tower-http compresses (gzip when
-//! the client accepts it) and turns a panicking handler into a 500 (a bug in rendering costs
-//! one answer, not the agent). Around them, what a server next to production workloads must
-//! bound, whatever clients do:
+//! hyper serves HTTP/1 (its parser, its 400s), axum routes, tower-http turns a panicking
+//! handler into a 500 (a bug in rendering costs one answer, not the agent); gzip (when the
+//! client accepts it) is flate2's, made once per answer like the answer. Around them, what a
+//! server next to production workloads must bound, whatever clients do:
 //!
 //! - at most [`MAX_CONNECTIONS`] connections at once; at the cap the listener stops accepting,
 //!   so further clients wait in the kernel's backlog instead of costing memory;
@@ -40,17 +44,19 @@ use axum::{
     routing::get,
     Router,
 };
+use bytes::Bytes;
 use hyper_util::{
     rt::{TokioIo, TokioTimer},
     service::TowerToHyperService,
 };
+use tokio::sync::OnceCell;
 use tokio::{
     io::AsyncWriteExt,
     net::{TcpListener, TcpSocket, TcpStream},
     sync::{watch, Semaphore},
     task::JoinHandle,
 };
-use tower_http::{catch_panic::CatchPanicLayer, compression::CompressionLayer};
+use tower_http::catch_panic::CatchPanicLayer;
 
 use super::{
     metrics::{self, Format, SelfStats},
@@ -72,6 +78,10 @@ pub const CONNECTION_DEADLINE: Duration = Duration::from_secs(30);
 const BACKLOG: u32 = 4096;
 /// Time the server gives the connections in flight when it is stopped.
 const DRAIN: Duration = Duration::from_secs(5);
+/// Renderings (and compressions) on the blocking pool at once: fewer than the agent's
+/// blocking threads ([`super::agent::BLOCKING_THREADS`]), so one is always there for the
+/// collection.
+pub const RENDERS_AT_ONCE: usize = 2;
 
 /// What one collection serves.
 #[derive(Clone)]
@@ -95,6 +105,31 @@ pub struct Publication {
     /// When it was collected (`/healthz` and the retirement's clock).
     pub at: Instant,
     pub stats: SelfStats,
+    answers: Answers,
+}
+
+/// A collection's answers, each rendered on the first request that asks for it.
+#[derive(Default)]
+struct Answers {
+    /// `/metrics`: Prometheus text, OpenMetrics.
+    metrics: [OnceCell<Answer>; 2],
+    /// `/api/v1/snapshot`: since the start, of the last interval.
+    json: [OnceCell<Answer>; 2],
+}
+
+/// One rendered answer, and its gzip once a client accepted it.
+struct Answer {
+    body: Bytes,
+    gzip: OnceCell<Option<Bytes>>,
+}
+
+impl Answer {
+    fn new(body: String) -> Self {
+        Self {
+            body: Bytes::from(body),
+            gzip: OnceCell::new(),
+        }
+    }
 }
 
 /// Which snapshot a request wants.
@@ -119,6 +154,7 @@ impl Publication {
             },
             at,
             stats,
+            answers: Answers::default(),
         }
     }
 
@@ -131,6 +167,7 @@ impl Publication {
             },
             at,
             stats: SelfStats::default(),
+            answers: Answers::default(),
         }
     }
 
@@ -140,6 +177,7 @@ impl Publication {
             served: self.served.clone(),
             at: self.at,
             stats,
+            answers: Answers::default(),
         }
     }
 
@@ -170,8 +208,13 @@ pub struct ServerState {
     published: ArcSwapOption<Publication>,
     interval: Duration,
     max_pools: usize,
-    /// The previous scrape's time in ns (the server measures it; `/metrics` reports it).
+    /// The last `/metrics` rendering's time in ns (the server measures it; `/metrics`
+    /// reports it).
     last_scrape_ns: AtomicU64,
+    /// Permits for [`RENDERS_AT_ONCE`] renderings.
+    renders: Semaphore,
+    /// Renderings (and compressions) done so far.
+    renderings: AtomicU64,
 }
 
 impl ServerState {
@@ -183,6 +226,8 @@ impl ServerState {
             interval,
             max_pools,
             last_scrape_ns: AtomicU64::new(0),
+            renders: Semaphore::new(RENDERS_AT_ONCE),
+            renderings: AtomicU64::new(0),
         })
     }
 
@@ -196,10 +241,96 @@ impl ServerState {
         self.published.load_full()
     }
 
-    /// Time the previous scrape took to answer.
+    /// Time the last `/metrics` rendering took.
     pub fn last_scrape_seconds(&self) -> f64 {
         self.last_scrape_ns.load(Ordering::Relaxed) as f64 / 1e9
     }
+
+    /// Runs `work` on the blocking pool once a rendering permit is free; `None` if it
+    /// panicked.
+    async fn render<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<T> {
+        let _permit = self
+            .renders
+            .acquire()
+            .await
+            .expect("the semaphore is never closed");
+        self.renderings.fetch_add(1, Ordering::Relaxed);
+        tokio::task::spawn_blocking(work).await.ok()
+    }
+
+    /// Renderings (and compressions) done so far: one per answer and collection, whatever
+    /// the number of requests.
+    pub fn renderings(&self) -> u64 {
+        self.renderings.load(Ordering::Relaxed)
+    }
+
+    /// `answer`'s body, gzipped when the client accepts it (made once per answer).
+    async fn reply(
+        &self,
+        answer: &Answer,
+        content_type: &'static str,
+        headers: &HeaderMap,
+    ) -> Response {
+        let plain = || {
+            (
+                [
+                    (header::CONTENT_TYPE, content_type),
+                    (header::VARY, "accept-encoding"),
+                ],
+                answer.body.clone(),
+            )
+                .into_response()
+        };
+        if !accepts_gzip(headers) {
+            return plain();
+        }
+        let body = answer.body.clone();
+        let gzip = answer
+            .gzip
+            .get_or_init(|| self.render(move || gzip(&body)))
+            .await;
+        match gzip {
+            Some(gz) => (
+                [
+                    (header::CONTENT_TYPE, content_type),
+                    (header::VARY, "accept-encoding"),
+                    (header::CONTENT_ENCODING, "gzip"),
+                ],
+                gz.clone(),
+            )
+                .into_response(),
+            None => plain(),
+        }
+    }
+}
+
+fn gzip(body: &[u8]) -> Bytes {
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(body).expect("writing to memory");
+    Bytes::from(gz.finish().expect("writing to memory"))
+}
+
+/// Whether `Accept-Encoding` takes gzip: listed (or `*`) without `q=0`.
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|coding| {
+            let mut parts = coding.split(';').map(str::trim);
+            let name = parts.next().unwrap_or("");
+            let refused = parts.any(|p| {
+                p.strip_prefix("q=")
+                    .and_then(|q| q.parse::<f32>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            (name.eq_ignore_ascii_case("gzip") || name == "*") && !refused
+        })
 }
 
 /// The running server: dropped or [`HttpServer::shutdown`], it stops accepting.
@@ -248,7 +379,7 @@ impl Drop for HttpServer {
     }
 }
 
-/// The routes, with gzip (when asked for) and a 500 for a handler that panics.
+/// The routes, with a 500 for a handler that panics.
 fn router(state: Arc<ServerState>) -> Router {
     Router::new()
         .route("/metrics", get(metrics_text))
@@ -261,7 +392,6 @@ fn router(state: Arc<ServerState>) -> Router {
             )
         })
         .layer(CatchPanicLayer::new())
-        .layer(CompressionLayer::new())
         .with_state(state)
 }
 
@@ -431,22 +561,33 @@ async fn metrics_text(State(state): State<Arc<ServerState>>, headers: HeaderMap)
     let Some(p) = state.current() else {
         return no_collection_yet();
     };
-    let started = Instant::now();
-    let rendering = state.clone();
-    let body = tokio::task::spawn_blocking(move || {
-        let snap = p.snapshot(Window::SinceStart);
-        let mut stats = p.stats.clone();
-        stats.last_scrape_seconds = rendering.last_scrape_seconds();
-        metrics::render(&snap, &stats, format, rendering.max_pools).0
-    })
-    .await;
-    let Ok(body) = body else {
-        return (StatusCode::INTERNAL_SERVER_ERROR, "rendering failed\n").into_response();
+    let slot = match format {
+        Format::Prometheus => 0,
+        Format::OpenMetrics => 1,
     };
-    state
-        .last_scrape_ns
-        .store(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-    ([(header::CONTENT_TYPE, format.content_type())], body).into_response()
+    let answer = p.answers.metrics[slot]
+        .get_or_try_init(|| async {
+            let started = Instant::now();
+            let (pub_, rendering) = (p.clone(), state.clone());
+            let body = state
+                .render(move || {
+                    let snap = pub_.snapshot(Window::SinceStart);
+                    let mut stats = pub_.stats.clone();
+                    stats.last_scrape_seconds = rendering.last_scrape_seconds();
+                    metrics::render(&snap, &stats, format, rendering.max_pools).0
+                })
+                .await
+                .ok_or(())?;
+            state
+                .last_scrape_ns
+                .store(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            Ok::<_, ()>(Answer::new(body))
+        })
+        .await;
+    match answer {
+        Ok(answer) => state.reply(answer, format.content_type(), &headers).await,
+        Err(()) => (StatusCode::INTERNAL_SERVER_ERROR, "rendering failed\n").into_response(),
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -459,6 +600,7 @@ struct SnapshotQuery {
 async fn snapshot_json(
     State(state): State<Arc<ServerState>>,
     Query(q): Query<SnapshotQuery>,
+    headers: HeaderMap,
 ) -> Response {
     let window = match q.window.as_deref() {
         Some("interval") => Window::Interval,
@@ -473,13 +615,25 @@ async fn snapshot_json(
         )
             .into_response();
     };
-    let body = tokio::task::spawn_blocking(move || {
-        serde_json::to_string(&report::json(&p.snapshot(window))).unwrap_or_default()
-    })
-    .await;
-    match body {
-        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
-        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "rendering failed\n").into_response(),
+    let slot = match window {
+        Window::SinceStart => 0,
+        Window::Interval => 1,
+    };
+    let answer = p.answers.json[slot]
+        .get_or_try_init(|| async {
+            let pub_ = p.clone();
+            state
+                .render(move || {
+                    serde_json::to_string(&report::json(&pub_.snapshot(window))).unwrap_or_default()
+                })
+                .await
+                .map(Answer::new)
+                .ok_or(())
+        })
+        .await;
+    match answer {
+        Ok(answer) => state.reply(answer, "application/json", &headers).await,
+        Err(()) => (StatusCode::INTERNAL_SERVER_ERROR, "rendering failed\n").into_response(),
     }
 }
 
@@ -614,6 +768,60 @@ mod tests {
         assert_eq!(c.pools.len(), 0, "retired");
         assert_eq!(get(&state, "/api/v1/snapshot").await.0, 200);
         assert_eq!(get(&state, "/nowhere").await.0, 404);
+    }
+
+    /// Each answer is rendered once per collection however many ask at once, and gzipped
+    /// once for the clients that accept it (the same bytes, compressed); `q=0` refuses gzip.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn answers_are_rendered_once_per_collection_and_gzipped_when_accepted() {
+        use std::io::Read;
+        let snap = crate::testing::snapshot_with_pools(50);
+        let state = ServerState::new(Duration::from_secs(1), 100);
+        state.publish(Publication::fixed(snap.clone(), snap, Instant::now()));
+        let request = |encoding: Option<&str>| {
+            let mut req = axum::http::Request::get("/metrics");
+            if let Some(e) = encoding {
+                req = req.header(header::ACCEPT_ENCODING, e);
+            }
+            let req = req.body(Body::empty()).unwrap();
+            let app = router(state.clone());
+            async move {
+                let res = app.oneshot(req).await.unwrap();
+                let gzipped = res.headers().get(header::CONTENT_ENCODING).is_some();
+                let body = axum::body::to_bytes(res.into_body(), usize::MAX)
+                    .await
+                    .unwrap();
+                (gzipped, body)
+            }
+        };
+        let many: Vec<_> = (0..32).map(|_| tokio::spawn(request(None))).collect();
+        let mut bodies = Vec::new();
+        for r in many {
+            bodies.push(r.await.unwrap());
+        }
+        assert!(bodies.iter().all(|b| b == &bodies[0] && !b.0));
+        assert!(String::from_utf8_lossy(&bodies[0].1).contains("ppscope_page_pool"));
+        assert_eq!(state.renderings(), 1, "32 scrapes, one rendering");
+        for accept in ["gzip", "br;q=1.0, gzip;q=0.5", "*"] {
+            let (gzipped, gz) = request(Some(accept)).await;
+            assert!(gzipped, "{accept}");
+            let mut plain = Vec::new();
+            flate2::read::GzDecoder::new(&gz[..])
+                .read_to_end(&mut plain)
+                .unwrap();
+            assert_eq!(plain, bodies[0].1);
+        }
+        assert_eq!(state.renderings(), 2, "and one compression");
+        for refused in ["gzip;q=0", "br", "identity", "gzip; q=0.0"] {
+            let (gzipped, body) = request(Some(refused)).await;
+            assert!(!gzipped && body == bodies[0].1, "{refused}");
+        }
+        // A new collection, new answers.
+        let snap = crate::testing::snapshot_with_pools(1);
+        state.publish(Publication::fixed(snap.clone(), snap, Instant::now()));
+        let (_, body) = request(None).await;
+        assert_ne!(body, bodies[0].1);
+        assert_eq!(state.renderings(), 3);
     }
 
     #[test]

@@ -34,6 +34,9 @@ pub const BPF_LINKER_VERSION: &str = "~0.13";
 const BPF_LINKER_PREFIX: &str = "0.13.";
 /// The cargo-fuzz series the reliability suite's fuzz targets (`fuzz/`) run with.
 pub const CARGO_FUZZ_VERSION: &str = "~0.13";
+/// The cargo-deny series `cargo xtask test` checks the dependency graph with (the newest; it
+/// needs rustc 1.88).
+pub const CARGO_DENY_VERSION: &str = "~0.20";
 
 /// The apt source setup writes when no configured source provides bookworm-backports.
 pub const BACKPORTS_FILE: &str = "/etc/apt/sources.list.d/ppscope-bookworm-backports.sources";
@@ -256,7 +259,7 @@ pub fn run(args: &SetupArgs) -> Result<i32> {
         apt_updated: false,
     };
     let start = Instant::now();
-    let steps: [(&str, StepFn); 5] = [
+    let steps: [(&str, StepFn); 6] = [
         ("system is Debian 12 (bookworm)", Setup::step_system),
         (
             "apt source bookworm-backports",
@@ -265,6 +268,7 @@ pub fn run(args: &SetupArgs) -> Result<i32> {
         ("Debian packages", Setup::step_packages),
         ("bpf-linker 0.13 (LLVM 22)", Setup::step_bpf_linker),
         ("cargo-fuzz (reliability suite)", Setup::step_cargo_fuzz),
+        ("cargo-deny (dependency policy)", Setup::step_cargo_deny),
     ];
     for (name, step) in steps {
         let outcome = step(&mut setup);
@@ -320,10 +324,15 @@ fn print_list() {
         "{:<26} {:<20} {:<8} eBPF linker, built against LLVM {LLVM_MAJOR}",
         "bpf-linker (cargo)", "crates.io", BPF_LINKER_VERSION
     );
-    println!(
-        "{:<26} {:<20} {:<8} fuzz targets of the reliability suite (fuzz/)",
-        "cargo-fuzz (cargo)", "crates.io", CARGO_FUZZ_VERSION
-    );
+    for tool in &CARGO_TOOLS {
+        println!(
+            "{:<26} {:<20} {:<8} {}",
+            format!("{} (cargo)", tool.krate),
+            "crates.io",
+            tool.version,
+            tool.why
+        );
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -603,49 +612,83 @@ impl Setup {
     }
 }
 
-impl Setup {
-    /// cargo-fuzz for `fuzz/` (run with stable rustc and RUSTC_BOOTSTRAP=1 for `-Zsanitizer`).
-    fn step_cargo_fuzz(&mut self) -> Result<Outcome, Failure> {
-        if let Some(v) = cargo_fuzz_version() {
-            return Ok(Outcome::Ok(v));
-        }
-        if self.mode == Mode::Check {
-            return Ok(Outcome::Pending("cargo-fuzz".into()));
-        }
+/// A cargo subcommand the tests run, installed from crates.io with `cargo install --locked`.
+pub struct CargoTool {
+    /// The crate, and the subcommand after `cargo` (`cargo-fuzz` → `cargo fuzz`).
+    pub krate: &'static str,
+    pub version: &'static str,
+    pub why: &'static str,
+}
+
+/// The cargo subcommands the tests need, in the order setup installs them.
+pub const CARGO_TOOLS: [CargoTool; 2] = [
+    CargoTool {
+        krate: "cargo-fuzz",
+        version: CARGO_FUZZ_VERSION,
+        why: "fuzz targets of the reliability suite (fuzz/)",
+    },
+    CargoTool {
+        krate: "cargo-deny",
+        version: CARGO_DENY_VERSION,
+        why: "licenses, bans and sources of every dependency (deny.toml)",
+    },
+];
+
+impl CargoTool {
+    /// `cargo-fuzz 0.13.1`, None when it is not installed.
+    pub fn installed_version(&self) -> Option<String> {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut cmd = Cmd::new(cargo).args([
-            "install",
-            "cargo-fuzz",
-            "--version",
-            CARGO_FUZZ_VERSION,
-            "--locked",
-        ]);
-        // Outside the workspace, so its .cargo/config.toml does not apply.
-        cmd.cwd = Some(std::env::temp_dir());
-        println!("  (cargo-fuzz: not installed; building it takes a minute or two)");
-        self.execute(&cmd)?;
-        if self.mode == Mode::DryRun {
-            return Ok(Outcome::Pending("cargo-fuzz".into()));
-        }
-        cargo_fuzz_version().map(Outcome::Installed).ok_or_else(|| {
-            failure(
-                anyhow!("cargo install succeeded but `cargo fuzz --version` does not answer"),
-                &cmd,
-            )
-        })
+        let sub = self.krate.strip_prefix("cargo-").unwrap_or(self.krate);
+        let out = Command::new(cargo).args([sub, "--version"]).output().ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
     }
 }
 
-/// `cargo-fuzz 0.13.1`, None when `cargo fuzz` is not installed.
-pub fn cargo_fuzz_version() -> Option<String> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = Command::new(cargo)
-        .args(["fuzz", "--version"])
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+impl Setup {
+    /// A cargo subcommand the tests need (cargo-fuzz runs with stable rustc and
+    /// RUSTC_BOOTSTRAP=1 for `-Zsanitizer`).
+    fn step_cargo_tool(&mut self, tool: &CargoTool) -> Result<Outcome, Failure> {
+        if let Some(v) = tool.installed_version() {
+            return Ok(Outcome::Ok(v));
+        }
+        if self.mode == Mode::Check {
+            return Ok(Outcome::Pending(tool.krate.into()));
+        }
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd =
+            Cmd::new(cargo).args(["install", tool.krate, "--version", tool.version, "--locked"]);
+        // Outside the workspace, so its .cargo/config.toml does not apply.
+        cmd.cwd = Some(std::env::temp_dir());
+        println!(
+            "  ({}: not installed; building it takes a few minutes)",
+            tool.krate
+        );
+        self.execute(&cmd)?;
+        if self.mode == Mode::DryRun {
+            return Ok(Outcome::Pending(tool.krate.into()));
+        }
+        tool.installed_version()
+            .map(Outcome::Installed)
+            .ok_or_else(|| {
+                failure(
+                    anyhow!(
+                        "cargo install succeeded but `cargo {} --version` does not answer",
+                        tool.krate
+                    ),
+                    &cmd,
+                )
+            })
+    }
+
+    fn step_cargo_fuzz(&mut self) -> Result<Outcome, Failure> {
+        self.step_cargo_tool(&CARGO_TOOLS[0])
+    }
+
+    fn step_cargo_deny(&mut self) -> Result<Outcome, Failure> {
+        self.step_cargo_tool(&CARGO_TOOLS[1])
+    }
 }
 
 fn linker_detail(path: &Path, version: &str, llvm: Option<u32>) -> String {

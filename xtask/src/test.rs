@@ -1,8 +1,9 @@
 //! `cargo xtask test`: every test layer, in the order a failure is cheapest to find.
 //!
-//! Set-up (idempotent: seconds when done), then format and lint, then `cargo test` over the
-//! workspace including the ignored tests: unit (no privileges), host (root: namespaces, BPF on
-//! this kernel) and VM lab (QEMU with a current Debian kernel).
+//! Set-up (idempotent: seconds when done), then format and lint, the dependency policy
+//! (`cargo deny`, deny.toml), then `cargo test` over the workspace including the ignored
+//! tests: unit (no privileges), host (root: namespaces, BPF on this kernel) and VM lab (QEMU
+//! with a current Debian kernel).
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
@@ -68,6 +69,29 @@ pub fn run(args: &TestArgs) -> Result<i32> {
             "warnings",
         ]),
     )?;
+
+    // The dependency policy (deny.toml) for both workspaces that ship code: licenses, bans,
+    // sources, from what is on disk (every package fetched first, the other platforms'
+    // included, since the graph holds them).
+    for manifest in ["Cargo.toml", "ebpf/Cargo.toml"] {
+        step(
+            &format!("cargo fetch ({manifest})"),
+            cargo().args(["fetch", "--manifest-path", manifest]),
+        )?;
+        step(
+            &format!("cargo deny check ({manifest})"),
+            cargo().args([
+                "deny",
+                "--offline",
+                "--manifest-path",
+                manifest,
+                "check",
+                "licenses",
+                "bans",
+                "sources",
+            ]),
+        )?;
+    }
 
     let mut test = cargo();
     // One test at a time: two TCG guests on a 2-core machine starve each other.

@@ -1,4 +1,5 @@
-//! Prometheus exposition of a snapshot: text format 0.0.4, or OpenMetrics 1.0 when asked.
+//! Prometheus exposition of a snapshot: text format 0.0.4, or OpenMetrics 1.0 when asked,
+//! both written by prometheus-client's encoders from one [`Collector`] of the snapshot.
 //!
 //! Pure rendering, unit-tested: counters end in `_total`, histograms come from the kernel's
 //! log2 nanosecond buckets made cumulative with every edge present (`le` = 2^(i+1) ns in
@@ -6,9 +7,15 @@
 //! everything longer), with `_sum` and `_count`; labels are bounded (device, queue, pool,
 //! and kind/reason/hook from fixed sets), never a pid, page or pointer other than a pool's
 //! own id when it has no netlink id.
-use std::fmt::Write;
+use std::sync::Arc;
 
 use ppscope_common::LATENCY_BUCKETS;
+use prometheus_client::{
+    collector::Collector,
+    encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet},
+    metrics::MetricType,
+    registry::Registry,
+};
 
 use crate::snapshot::{DeviceView, Latency, NapiView, OverheadView, PoolView, Snapshot};
 
@@ -45,79 +52,51 @@ impl Format {
 
     pub fn content_type(self) -> &'static str {
         match self {
-            Format::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
+            Format::Prometheus => prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
             Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
         }
     }
 }
 
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+/// A series' labels, in the order written.
+type Labels<'a> = Vec<(&'a str, &'a str)>;
+
+/// One metric family being written: prometheus-client's encoder of it, and its type.
+struct Family<'e> {
+    metric: MetricEncoder<'e>,
+    kind: MetricType,
 }
 
-fn labels(pairs: &[(&str, &str)]) -> String {
-    let inner: Vec<String> = pairs
-        .iter()
-        .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
-        .collect();
-    format!("{{{}}}", inner.join(","))
-}
-
-/// One metric family being written.
-struct Family<'a> {
-    out: &'a mut String,
-    name: &'static str,
-    format: Format,
-}
-
-impl<'a> Family<'a> {
-    fn new(
-        out: &'a mut String,
-        format: Format,
-        name: &'static str,
-        kind: &str,
-        help: &str,
-    ) -> Self {
-        // OpenMetrics names a counter family without its `_total` suffix.
-        let family = match (format, kind) {
-            (Format::OpenMetrics, "counter") => name.trim_end_matches("_total"),
-            _ => name,
-        };
-        let _ = writeln!(out, "# HELP {family} {help}");
-        let _ = writeln!(out, "# TYPE {family} {kind}");
-        Self { out, name, format }
-    }
-
-    fn sample(&mut self, suffix: &str, labels: &str, value: f64) {
-        let _ = writeln!(
-            self.out,
-            "{}{suffix}{labels} {}",
-            self.name,
-            fmt_value(value)
-        );
-    }
-
-    /// A log2-ns histogram in seconds: cumulative, every edge present whatever was counted
-    /// (a family's series must share one `le` set, or `sum by (le)` across pools adds
-    /// mismatched buckets), then `+Inf`. The kernel's last bucket has no upper edge (it holds
-    /// every duration from 2^31 ns on, a clamp), so it is counted in `+Inf` only.
-    fn histogram(&mut self, base: &[(&str, &str)], l: &Latency) {
-        let mut cumulative = 0u64;
-        for i in 0..LATENCY_BUCKETS - 1 {
-            cumulative += l.buckets.get(i).copied().unwrap_or(0);
-            let le = format!("{}", ((1u64 << (i + 1)) as f64) / 1e9);
-            let mut pairs = base.to_vec();
-            pairs.push(("le", &le));
-            self.sample("_bucket", &labels(&pairs), cumulative as f64);
+impl Family<'_> {
+    /// One series. A whole number is written as one (`3`, not `3.0`), as counts are.
+    fn sample(&mut self, labels: &Labels, value: f64) -> std::fmt::Result {
+        let mut series = self.metric.encode_family(labels)?;
+        let whole = value.fract() == 0.0 && (0.0..9.0e15).contains(&value);
+        match (self.kind, whole) {
+            (MetricType::Counter, true) => {
+                series.encode_counter::<NoLabelSet, _, u64>(&(value as u64), None)
+            }
+            (MetricType::Counter, false) => {
+                series.encode_counter::<NoLabelSet, _, u64>(&value, None)
+            }
+            (_, true) => series.encode_gauge(&(value as u64)),
+            (_, false) => series.encode_gauge(&value),
         }
-        let mut pairs = base.to_vec();
-        pairs.push(("le", "+Inf"));
-        self.sample("_bucket", &labels(&pairs), l.count as f64);
-        self.sample("_sum", &labels(base), l.sum_ns as f64 / 1e9);
-        self.sample("_count", &labels(base), l.count as f64);
-        let _ = self.format;
+    }
+
+    /// A log2-ns histogram in seconds: every edge present whatever was counted (a family's
+    /// series must share one `le` set, or `sum by (le)` across pools adds mismatched
+    /// buckets), then `+Inf`. The kernel's last bucket has no upper edge (it holds every
+    /// duration from 2^31 ns on, a clamp), so it is counted in `+Inf` only.
+    fn histogram(&mut self, labels: &Labels, l: &Latency) -> std::fmt::Result {
+        let count = |i: usize| l.buckets.get(i).copied().unwrap_or(0);
+        let mut buckets: Vec<(f64, u64)> = (0..LATENCY_BUCKETS - 1)
+            .map(|i| (((1u64 << (i + 1)) as f64) / 1e9, count(i)))
+            .collect();
+        buckets.push((f64::INFINITY, count(LATENCY_BUCKETS - 1)));
+        self.metric
+            .encode_family(labels)?
+            .encode_histogram::<NoLabelSet>(l.sum_ns as f64 / 1e9, l.count, &buckets, None)
     }
 }
 
@@ -138,14 +117,6 @@ fn split_sources(p: &PoolView) -> Vec<(&'static str, &'static str)> {
         out.push(("recycle", source(&p.recycle_source)));
     }
     out
-}
-
-fn fmt_value(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{}", v as i64)
-    } else {
-        format!("{v}")
-    }
 }
 
 /// The bounded label set of a pool.
@@ -423,121 +394,182 @@ pub fn families() -> impl Iterator<Item = (&'static str, &'static str)> {
     FAMILIES.iter().map(|f| (f.name, f.kind))
 }
 
-/// Renders everything; `max_pools` bounds the pool series (the rest are counted as dropped).
-pub fn render(snap: &Snapshot, me: &SelfStats, format: Format, max_pools: usize) -> (String, u64) {
-    let mut out = String::new();
-    let pools: Vec<&PoolView> = snap.pools.iter().take(max_pools).collect();
-    let exported = Exported {
-        pools: pools.len(),
-        dropped: snap.pools.len().saturating_sub(max_pools) as u64,
-    };
-    let ids: Vec<(String, String, String)> = pools.iter().map(|p| pool_labels(p)).collect();
-    let base = |i: usize| -> Vec<(&str, &str)> {
-        vec![
-            ("device", ids[i].0.as_str()),
-            ("queue", ids[i].1.as_str()),
-            ("pool", ids[i].2.as_str()),
-        ]
-    };
-    let device = |d: &DeviceView| d.ifname.clone().unwrap_or_default();
-    let attached = |hook: &str| snap.backends.get(hook).is_some_and(|h| h.attached());
-    for def in FAMILIES {
-        if matches!(def.series, Series::Overhead(_)) && snap.overhead.is_none() {
-            continue;
+impl FamilyDef {
+    /// The name and type prometheus-client is given: a counter's without `_total`, which
+    /// its encoders add (to the series, and in 0.0.4 to the family too).
+    fn described(&self) -> (&'static str, MetricType) {
+        match self.kind {
+            "counter" => (
+                self.name
+                    .strip_suffix("_total")
+                    .expect("a counter family's name ends in _total"),
+                MetricType::Counter,
+            ),
+            "histogram" => (self.name, MetricType::Histogram),
+            _ => (self.name, MetricType::Gauge),
         }
-        let mut f = Family::new(&mut out, format, def.name, def.kind, def.help);
-        match &def.series {
-            Series::PoolKinds(kinds) => {
-                for (i, p) in pools.iter().enumerate() {
-                    for (kind, v) in kinds(p) {
-                        if let Some(v) = v {
-                            let mut l = base(i);
-                            l.push(("kind", kind));
-                            f.sample("", &labels(&l), v as f64);
+    }
+}
+
+/// Renders everything; `max_pools` bounds the pool series (the rest are counted as
+/// dropped, which it returns).
+pub fn render(
+    snap: &Arc<Snapshot>,
+    me: &SelfStats,
+    format: Format,
+    max_pools: usize,
+) -> (String, u64) {
+    let exposition = Exposition {
+        snap: snap.clone(),
+        me: me.clone(),
+        max_pools,
+    };
+    let dropped = exposition.dropped();
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(exposition));
+    let mut out = String::new();
+    let written = match format {
+        Format::Prometheus => {
+            prometheus_client::encoding::prometheus_text::encode(&mut out, &registry)
+        }
+        Format::OpenMetrics => prometheus_client::encoding::text::encode(&mut out, &registry),
+    };
+    written.expect("writing to a String");
+    (out, dropped)
+}
+
+/// A snapshot as prometheus-client collects it: every family of [`FAMILIES`].
+#[derive(Debug)]
+struct Exposition {
+    snap: Arc<Snapshot>,
+    me: SelfStats,
+    max_pools: usize,
+}
+
+impl Exposition {
+    fn dropped(&self) -> u64 {
+        self.snap.pools.len().saturating_sub(self.max_pools) as u64
+    }
+}
+
+impl Collector for Exposition {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        let (snap, me) = (&*self.snap, &self.me);
+        let pools: Vec<&PoolView> = snap.pools.iter().take(self.max_pools).collect();
+        let exported = Exported {
+            pools: pools.len(),
+            dropped: self.dropped(),
+        };
+        let ids: Vec<(String, String, String)> = pools.iter().map(|p| pool_labels(p)).collect();
+        let base = |i: usize| -> Labels {
+            vec![
+                ("device", ids[i].0.as_str()),
+                ("queue", ids[i].1.as_str()),
+                ("pool", ids[i].2.as_str()),
+            ]
+        };
+        let device = |d: &DeviceView| d.ifname.clone().unwrap_or_default();
+        let attached = |hook: &str| snap.backends.get(hook).is_some_and(|h| h.attached());
+        for def in FAMILIES {
+            if matches!(def.series, Series::Overhead(_)) && snap.overhead.is_none() {
+                continue;
+            }
+            let (name, kind) = def.described();
+            let metric = encoder.encode_descriptor(name, def.help, None, kind)?;
+            let mut f = Family { metric, kind };
+            match &def.series {
+                Series::PoolKinds(kinds) => {
+                    for (i, p) in pools.iter().enumerate() {
+                        for (kind, v) in kinds(p) {
+                            if let Some(v) = v {
+                                let mut l = base(i);
+                                l.push(("kind", kind));
+                                f.sample(&l, v as f64)?;
+                            }
                         }
                     }
                 }
-            }
-            Series::Pool(get) => {
-                for (i, p) in pools.iter().enumerate() {
-                    if let Some(v) = get(p) {
-                        f.sample("", &labels(&base(i)), v as f64);
+                Series::Pool(get) => {
+                    for (i, p) in pools.iter().enumerate() {
+                        if let Some(v) = get(p) {
+                            f.sample(&base(i), v as f64)?;
+                        }
                     }
                 }
-            }
-            Series::PoolHistogram(hook, get) => {
-                let counting = attached(hook);
-                for (i, p) in pools.iter().enumerate() {
-                    match get(p) {
-                        Some(l) => f.histogram(&base(i), l),
-                        None if counting => f.histogram(&base(i), &Latency::default()),
-                        None => {}
+                Series::PoolHistogram(hook, get) => {
+                    let counting = attached(hook);
+                    for (i, p) in pools.iter().enumerate() {
+                        match get(p) {
+                            Some(l) => f.histogram(&base(i), l)?,
+                            None if counting => f.histogram(&base(i), &Latency::default())?,
+                            None => {}
+                        }
                     }
                 }
-            }
-            Series::Histogram(hook, get) => match get(snap) {
-                Some(l) => f.histogram(&[], l),
-                None if attached(hook) => f.histogram(&[], &Latency::default()),
-                None => {}
-            },
-            Series::Napi(get) => {
-                for d in &snap.devices {
-                    if let Some(n) = &d.napi {
-                        f.sample("", &labels(&[("device", &device(d))]), get(n) as f64);
+                Series::Histogram(hook, get) => match get(snap) {
+                    Some(l) => f.histogram(&vec![], l)?,
+                    None if attached(hook) => f.histogram(&vec![], &Latency::default())?,
+                    None => {}
+                },
+                Series::Napi(get) => {
+                    for d in &snap.devices {
+                        if let Some(n) = &d.napi {
+                            f.sample(&vec![("device", &device(d))], get(n) as f64)?;
+                        }
                     }
                 }
-            }
-            Series::Drops => {
-                for d in &snap.devices {
-                    for drop in &d.drops {
-                        let reason = drop
-                            .reason_name
-                            .clone()
-                            .unwrap_or_else(|| drop.reason.to_string());
-                        let l = labels(&[("device", &device(d)), ("reason", &reason)]);
-                        f.sample("", &l, drop.count as f64);
+                Series::Drops => {
+                    for d in &snap.devices {
+                        for drop in &d.drops {
+                            let reason = drop
+                                .reason_name
+                                .clone()
+                                .unwrap_or_else(|| drop.reason.to_string());
+                            let dev = device(d);
+                            f.sample(
+                                &vec![("device", &dev), ("reason", &reason)],
+                                drop.count as f64,
+                            )?;
+                        }
                     }
                 }
-            }
-            Series::Hooks => {
-                for (name, h) in &snap.backends {
-                    let backend = match h.backend {
-                        Some(b) => format!("{b:?}").to_lowercase(),
-                        None if h.module_absent() => "module_not_loaded".into(),
-                        None if h.left_off() => "left_off".into(),
-                        None => "none".into(),
-                    };
-                    let l = labels(&[("hook", name), ("backend", &backend)]);
-                    f.sample("", &l, if h.attached() { 1.0 } else { 0.0 });
-                }
-            }
-            Series::Detail => {
-                if let Some(d) = snap.detail {
-                    f.sample("", &labels(&[("level", d.name())]), 1.0);
-                }
-            }
-            Series::SplitSources => {
-                for (i, p) in pools.iter().enumerate() {
-                    for (split, source) in split_sources(p) {
-                        let mut l = base(i);
-                        l.push(("split", split));
-                        l.push(("source", source));
-                        f.sample("", &labels(&l), 1.0);
+                Series::Hooks => {
+                    for (name, h) in &snap.backends {
+                        let backend = match h.backend {
+                            Some(b) => format!("{b:?}").to_lowercase(),
+                            None if h.module_absent() => "module_not_loaded".into(),
+                            None if h.left_off() => "left_off".into(),
+                            None => "none".into(),
+                        };
+                        let l = vec![("hook", name.as_str()), ("backend", &backend)];
+                        f.sample(&l, if h.attached() { 1.0 } else { 0.0 })?;
                     }
                 }
-            }
-            Series::Overhead(get) => {
-                if let Some(o) = &snap.overhead {
-                    f.sample("", "", get(o));
+                Series::Detail => {
+                    if let Some(d) = snap.detail {
+                        f.sample(&vec![("level", d.name())], 1.0)?;
+                    }
                 }
+                Series::SplitSources => {
+                    for (i, p) in pools.iter().enumerate() {
+                        for (split, source) in split_sources(p) {
+                            let mut l = base(i);
+                            l.push(("split", split));
+                            l.push(("source", source));
+                            f.sample(&l, 1.0)?;
+                        }
+                    }
+                }
+                Series::Overhead(get) => {
+                    if let Some(o) = &snap.overhead {
+                        f.sample(&vec![], get(o))?;
+                    }
+                }
+                Series::Agent(get) => f.sample(&vec![], get(me, &exported))?,
             }
-            Series::Agent(get) => f.sample("", "", get(me, &exported)),
         }
+        Ok(())
     }
-    if format == Format::OpenMetrics {
-        out.push_str("# EOF\n");
-    }
-    (out, exported.dropped)
 }
 
 #[cfg(test)]
@@ -604,7 +636,12 @@ mod tests {
                 },
             );
         }
-        let (t, _) = render(&s, &SelfStats::default(), Format::Prometheus, 100);
+        let (t, _) = render(
+            &Arc::new(s.clone()),
+            &SelfStats::default(),
+            Format::Prometheus,
+            100,
+        );
         assert!(
             t.contains(r#"ppscope_hook_attached{hook="gve_alloc",backend="module_not_loaded"} 0"#),
             "{t}"
@@ -619,7 +656,12 @@ mod tests {
     fn the_detail_level_and_where_each_split_came_from_are_exported() {
         use crate::snapshot::{Detail, Group, HookStatus, LEFT_OFF_LIGHT};
         let mut s = snap();
-        let (t, _) = render(&s, &SelfStats::default(), Format::Prometheus, 100);
+        let (t, _) = render(
+            &Arc::new(s.clone()),
+            &SelfStats::default(),
+            Format::Prometheus,
+            100,
+        );
         assert!(
             lines(&t, "ppscope_detail{").is_empty(),
             "a simulation has no level"
@@ -645,7 +687,12 @@ mod tests {
                 load: None,
             },
         );
-        let (t, _) = render(&s, &SelfStats::default(), Format::Prometheus, 100);
+        let (t, _) = render(
+            &Arc::new(s.clone()),
+            &SelfStats::default(),
+            Format::Prometheus,
+            100,
+        );
         assert_eq!(
             lines(&t, "ppscope_detail{"),
             [r#"ppscope_detail{level="light"} 1"#]
@@ -662,7 +709,12 @@ mod tests {
         );
         // A pool that knows no part of a split has no source for it.
         s.pools[0].alloc = Default::default();
-        let (t, _) = render(&s, &SelfStats::default(), Format::Prometheus, 100);
+        let (t, _) = render(
+            &Arc::new(s.clone()),
+            &SelfStats::default(),
+            Format::Prometheus,
+            100,
+        );
         assert!(!t.contains(r#"split="alloc""#), "{t}");
     }
 
@@ -673,7 +725,12 @@ mod tests {
             attempts: 2,
             inflight_pages: 12,
         });
-        let (t, _) = render(&s, &SelfStats::default(), Format::Prometheus, 100);
+        let (t, _) = render(
+            &Arc::new(s.clone()),
+            &SelfStats::default(),
+            Format::Prometheus,
+            100,
+        );
         let labels = r#"{device="ve\"th\\1",queue="0",pool="7"}"#;
         assert!(
             t.contains(&format!(
@@ -687,7 +744,12 @@ mod tests {
             )),
             "{t}"
         );
-        let (quiet, _) = render(&snap(), &SelfStats::default(), Format::Prometheus, 100);
+        let (quiet, _) = render(
+            &Arc::new(snap()),
+            &SelfStats::default(),
+            Format::Prometheus,
+            100,
+        );
         assert_eq!(
             lines(&quiet, "ppscope_page_pool_teardown_attempts_total{").len(),
             0
@@ -696,7 +758,12 @@ mod tests {
 
     #[test]
     fn counters_and_labels() {
-        let (t, dropped) = render(&snap(), &SelfStats::default(), Format::Prometheus, 100);
+        let (t, dropped) = render(
+            &Arc::new(snap()),
+            &SelfStats::default(),
+            Format::Prometheus,
+            100,
+        );
         assert_eq!(dropped, 0);
         assert!(
             t.contains("# TYPE ppscope_page_pool_alloc_total counter"),
@@ -715,23 +782,25 @@ mod tests {
 
     #[test]
     fn histogram_is_cumulative_with_every_edge_and_seconds() {
-        let (t, _) = render(&snap(), &SelfStats::default(), Format::Prometheus, 100);
+        let (t, _) = render(
+            &Arc::new(snap()),
+            &SelfStats::default(),
+            Format::Prometheus,
+            100,
+        );
         let buckets = lines(&t, "ppscope_page_pool_slow_path_seconds_bucket");
         // Every one of the kernel's 31 bounded log2 buckets' edges plus +Inf, zeros
-        // included, whatever the highest bucket counted.
+        // included, whatever the highest bucket counted; edges written as Go's clients
+        // write them (prometheus-client's encoder), so series match theirs.
         assert_eq!(buckets.len(), LATENCY_BUCKETS, "{buckets:#?}");
+        assert!(buckets[0].ends_with("le=\"2e-09\"} 0"), "{}", buckets[0]);
         assert!(
-            buckets[0].ends_with("le=\"0.000000002\"} 0"),
-            "{}",
-            buckets[0]
-        );
-        assert!(
-            buckets[10].contains("le=\"0.000002048\"") && buckets[10].ends_with("} 2"),
+            buckets[10].contains("le=\"2.048e-06\"") && buckets[10].ends_with("} 2"),
             "{}",
             buckets[10]
         );
         assert!(buckets[11].ends_with("} 2"), "cumulative: {}", buckets[11]);
-        assert!(buckets[12].contains("le=\"0.000008192\"") && buckets[12].ends_with("} 3"));
+        assert!(buckets[12].contains("le=\"8.192e-06\"") && buckets[12].ends_with("} 3"));
         assert!(buckets[30].contains("le=\"2.147483648\"") && buckets[30].ends_with("} 3"));
         assert!(buckets[31].contains("le=\"+Inf\"") && buckets[31].ends_with("} 3"));
         assert!(t.contains("ppscope_page_pool_slow_path_seconds_sum{device=\"ve\\\"th\\\\1\",queue=\"0\",pool=\"7\"} 0.000007"), "{t}");
@@ -765,7 +834,12 @@ mod tests {
                 })
                 .collect()
         };
-        let (t, _) = render(&s, &SelfStats::default(), Format::Prometheus, 100);
+        let (t, _) = render(
+            &Arc::new(s.clone()),
+            &SelfStats::default(),
+            Format::Prometheus,
+            100,
+        );
         assert!(le_of(&t, "8").is_empty(), "the hook is not attached: {t}");
         s.backends.insert(
             "slow_path".into(),
@@ -779,15 +853,25 @@ mod tests {
                 load: None,
             },
         );
-        let (t, _) = render(&s, &SelfStats::default(), Format::Prometheus, 100);
+        let (t, _) = render(
+            &Arc::new(s.clone()),
+            &SelfStats::default(),
+            Format::Prometheus,
+            100,
+        );
         assert_eq!(le_of(&t, "8"), le_of(&t, "7"));
-        assert_eq!(le_of(&t, "8").len(), LATENCY_BUCKETS + 1);
+        assert_eq!(le_of(&t, "8").len(), LATENCY_BUCKETS);
         assert!(t.contains("ppscope_page_pool_slow_path_seconds_count{device=\"ve\\\"th\\\\1\",queue=\"0\",pool=\"8\"} 0"), "{t}");
     }
 
     #[test]
     fn openmetrics_names_counter_families_without_total_and_ends_with_eof() {
-        let (t, _) = render(&snap(), &SelfStats::default(), Format::OpenMetrics, 100);
+        let (t, _) = render(
+            &Arc::new(snap()),
+            &SelfStats::default(),
+            Format::OpenMetrics,
+            100,
+        );
         assert!(t.contains("# TYPE ppscope_page_pool_alloc counter"), "{t}");
         assert!(t.contains("ppscope_page_pool_alloc_total{"), "{t}");
         assert!(t.ends_with("# EOF\n"));
@@ -803,7 +887,12 @@ mod tests {
         let mut s = snap();
         let p = s.pools[0].clone();
         s.pools.push(p);
-        let (t, dropped) = render(&s, &SelfStats::default(), Format::Prometheus, 1);
+        let (t, dropped) = render(
+            &Arc::new(s.clone()),
+            &SelfStats::default(),
+            Format::Prometheus,
+            1,
+        );
         assert_eq!(dropped, 1);
         assert!(t.contains("ppscope_series_dropped_total 1"), "{t}");
         assert!(t.contains("ppscope_pools 1"), "{t}");

@@ -45,11 +45,20 @@ impl Write for Stderr {
     }
 }
 
-/// Installs the logger; once, first thing in `main`.
-pub fn init() {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(DEFAULT_FILTER))
+/// Installs the logger; once, first thing in `main` after the arguments are read.
+/// `bpf_lines`: the kernel programs' lines are asked for (`--bpf-log`), so their target is
+/// shown down to debug whatever RUST_LOG says.
+pub fn init(bpf_lines: bool) {
+    let mut builder =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(DEFAULT_FILTER));
+    if bpf_lines {
+        builder.filter_module(ppscope::probes::bpf_log::TARGET, log::LevelFilter::Debug);
+    }
+    builder
         .format(|out, record| {
-            let own = record.target().split("::").next() == Some("ppscope");
+            // The kernel programs' lines say where they came from, as another crate's do.
+            let own = record.target().split("::").next() == Some("ppscope")
+                && record.target() != ppscope::probes::bpf_log::TARGET;
             let level = record.level().as_str().to_ascii_lowercase();
             match (own, record.level()) {
                 (true, Level::Info) => writeln!(out, "ppscope: {}", record.args()),

@@ -33,6 +33,22 @@ struct Cli {
     command: Command,
 }
 
+impl Cli {
+    /// Whether the command loads the probes with `--bpf-log` (the logger must then show
+    /// their lines).
+    fn bpf_log(&self) -> bool {
+        let probe = match &self.command {
+            Command::Top(a) => &a.probe,
+            Command::Diagnose(a) => &a.probe,
+            Command::Record(a) => &a.probe,
+            Command::Agent(a) => &a.probe,
+            Command::Doctor { probe, .. } => probe,
+            Command::Simulate(_) | Command::Lab { .. } => return false,
+        };
+        probe.bpf_log
+    }
+}
+
 /// Durations and addresses are parsed by the library (`ppscope::args`), where the fuzz
 /// targets reach the same code.
 use ppscope::args::{parse_agent_url, parse_duration, parse_listen, parse_size, parse_target};
@@ -60,6 +76,12 @@ struct ProbeArgs {
     /// and doctor.
     #[arg(long, value_enum)]
     detail: Option<Detail>,
+    /// Show the kernel programs' own log lines (rare events: a map that refused an entry, a
+    /// kernel state they do not expect, each pool's identity as first read), as
+    /// `ppscope: <level> from ppscope::bpf: …`; also on with RUST_LOG=ppscope::bpf=debug.
+    /// Off, they cost nothing: the kernel drops their code at load.
+    #[arg(long)]
+    bpf_log: bool,
 }
 
 impl ProbeArgs {
@@ -72,6 +94,7 @@ impl ProbeArgs {
             map_capacity: self.map_capacity,
             detail: self.detail.unwrap_or(default_detail),
             show_addresses: false,
+            bpf_log: self.bpf_log,
         }
     }
 
@@ -465,8 +488,9 @@ fn usage_sentence(e: &clap::Error) -> String {
 }
 
 fn main() -> ExitCode {
-    logging::init();
-    let cli = match Cli::try_parse() {
+    let cli = Cli::try_parse();
+    logging::init(cli.as_ref().is_ok_and(Cli::bpf_log));
+    let cli = match cli {
         Ok(cli) => cli,
         // --help and --version print as clap lays them out, and are not errors.
         Err(e) if !e.use_stderr() => {

@@ -393,6 +393,46 @@ fn log_lines_follow_rust_log() {
     assert_eq!(stderr(Some("off")), "");
 }
 
+/// The kernel programs' own lines (aya-log) come only when asked for: `--bpf-log`, or
+/// RUST_LOG naming their target. A veth pool created in the window has its identity read by
+/// the programs, one debug line, with no kernel address in it.
+#[test]
+#[ignore = "needs root: run through `cargo xtask test`"]
+fn the_programs_log_lines_come_only_when_asked() {
+    let run = |args: &[&str], rust_log: Option<&str>, tag: &str, subnet: u8| -> String {
+        let mut lab = VethLab::new(tag, subnet);
+        let mut cmd = Command::new(PPSCOPE);
+        cmd.args(["diagnose", "--duration", "4s", "--backend", "tracepoint"])
+            .args(args)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(filter) = rust_log {
+            cmd.env("RUST_LOG", filter);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let mut first = String::new();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        stderr.read_line(&mut first).unwrap();
+        assert!(first.contains("watching page_pools"), "{first}");
+        lab.attach_xdp();
+        lab.traffic(1);
+        let mut rest = String::new();
+        stderr.read_to_string(&mut rest).unwrap();
+        assert!(child.wait().unwrap().success(), "{first}{rest}");
+        rest
+    };
+    let identity = "ppscope: debug from ppscope::bpf: pool identity read: ifindex ";
+    let asked = run(&["--bpf-log"], None, "la", 45);
+    assert!(asked.contains(identity), "--bpf-log: {asked}");
+    assert!(asked.contains("pool_size 256 ring_size 256"), "{asked}");
+    assert_no_kernel_address("the programs' lines", &asked);
+    let by_filter = run(&[], Some("ppscope=info,ppscope::bpf=debug"), "lb", 46);
+    assert!(by_filter.contains(identity), "RUST_LOG: {by_filter}");
+    let quiet = run(&[], None, "lc", 47);
+    assert!(!quiet.contains("ppscope::bpf"), "not asked: {quiet}");
+}
+
 #[test]
 fn bad_duration_is_refused_before_anything_loads() {
     let out = Command::new(PPSCOPE)

@@ -11,7 +11,8 @@
 //! `agent/src/probes/`), named after the hook, with the hook's body and every program that
 //! carries it; `maps.rs` every map; `kmem.rs` the kernel-memory reads; `pool.rs` the per-pool
 //! and per-site accounting; `frames.rs` the entry/exit frames; `bench.rs` the benchmark floors;
-//! `lab.rs` the lab's XDP program. Program and map names are ELF symbols, global whichever
+//! `lab.rs` the lab's XDP program; `log.rs` the rare log lines (aya-log, off unless asked).
+//! Program and map names are ELF symbols, global whichever
 //! module holds them: the agent finds them by name. ARCHITECTURE.md at the repository root has
 //! the recipe for adding a hook.
 #![no_std]
@@ -26,6 +27,7 @@ mod frames;
 mod hooks;
 mod kmem;
 mod lab;
+mod log;
 mod maps;
 mod pool;
 

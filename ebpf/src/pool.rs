@@ -112,7 +112,22 @@ pub(crate) fn refresh_device(pool: u64) {
         }
     };
     if stale {
-        let _ = POOL_IDENTITY.insert(pool, read_identity(pool, &cfg), 0);
+        let id = read_identity(pool, &cfg);
+        match POOL_IDENTITY.insert(pool, id, 0) {
+            Ok(()) => crate::log::bpf_debug!(
+                "pool identity read: ifindex {} queue {} pool_size {} ring_size {} netlink id {} (known fields {:x})",
+                id.ifindex,
+                id.queue_idx,
+                id.pool_size,
+                id.ring_size,
+                id.netlink_id,
+                id.known
+            ),
+            Err(e) => crate::log::bpf_warn!(
+                "a pool's identity could not be stored (map insert: error {})",
+                e
+            ),
+        }
     }
 }
 
@@ -161,11 +176,17 @@ fn counters_named<const NAMED: bool>(pool: u64) -> Option<&'static mut PoolHot> 
 fn insert_counters(pool: u64) -> Option<&'static mut PoolHot> {
     let zero = ZERO_COUNTERS.get_ptr(0)?;
     // SAFETY: the zero slot is never written.
-    if POOL_COUNTERS.insert(pool, unsafe { &*zero }, 0).is_ok() {
-        if let Some(n) = POOL_INSERTS.get_ptr_mut(0) {
-            // SAFETY: this CPU's slot.
-            unsafe { *n += 1 };
+    match POOL_COUNTERS.insert(pool, unsafe { &*zero }, 0) {
+        Ok(()) => {
+            if let Some(n) = POOL_INSERTS.get_ptr_mut(0) {
+                // SAFETY: this CPU's slot.
+                unsafe { *n += 1 };
+            }
         }
+        Err(e) => crate::log::bpf_warn!(
+            "a pool's counters could not be stored (map insert: error {}): its pages go uncounted",
+            e
+        ),
     }
     POOL_COUNTERS.get_ptr_mut(pool).map(|c| {
         // SAFETY: per-CPU value of this CPU, as in `counters`.

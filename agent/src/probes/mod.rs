@@ -27,6 +27,7 @@ use ppscope_common::{ProbeConfig, ReleaseMark};
 
 mod attach;
 mod batch;
+pub mod bpf_log;
 mod cast;
 mod hooks;
 mod hot_slot;
@@ -75,6 +76,9 @@ pub struct ProbeOptions {
     pub detail: Detail,
     /// Pools show their kernel address (`--show-addresses`).
     pub show_addresses: bool,
+    /// The programs' own log lines (`--bpf-log`; also when the logger shows
+    /// `ppscope::bpf`'s debug lines): see [`bpf_log`].
+    pub bpf_log: bool,
 }
 
 /// The maps keyed by pool, NAPI instance or device: sized by [`ProbeOptions::map_capacity`].
@@ -116,6 +120,8 @@ pub struct Probes {
     kept: KeptRecords,
     /// The pools' own ids (what names a pool the kernel gives no netlink id).
     ids: PoolIds,
+    /// Reads the programs' log lines while they run, when asked for (`--bpf-log`).
+    _bpf_log: Option<bpf_log::BpfLog>,
 }
 
 impl Probes {
@@ -201,15 +207,23 @@ impl Probes {
                 .map_or(u32::MAX, |(v, _)| *v),
             cast: cast_support.map_or(ppscope_common::CastTypes::NONE, |c| c.types),
         };
+        let bpf_log_level = bpf_log::level(opts.bpf_log);
         let mut ebpf = {
             let mut loader = loader
                 .join()
                 .map_err(|_| anyhow!("preparing the eBPF loader panicked"))?;
             loader.override_global("PPSCOPE_CONFIG", &config, true);
+            loader.override_global(aya_log::LEVEL, &bpf_log_level, true);
             for name in PER_POOL_MAPS {
                 loader.map_max_entries(name, opts.map_capacity);
             }
             loader.load(&object).map_err(|e| load_error(&e))?
+        };
+        let bpf_log = match bpf_log_level {
+            0 => None,
+            _ => bpf_log::BpfLog::start(&mut ebpf)
+                .inspect_err(|e| log::warn!("{e:#}"))
+                .ok(),
         };
         let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
         let symbols = symbols
@@ -283,6 +297,7 @@ impl Probes {
             refresh_failed: HashMap::new(),
             kept: KeptRecords::default(),
             ids: PoolIds::default(),
+            _bpf_log: bpf_log,
         })
     }
 

@@ -19,6 +19,13 @@ use crate::{
 
 #[inline(always)]
 fn on_pool_release(pool: u64, inflight: i64) {
+    if inflight < 0 {
+        // More pages came back than left: the kernel's hold/release counts disagree.
+        crate::log::bpf_warn!(
+            "a destroyed pool reports {} pages inflight (more returned than handed out)",
+            inflight
+        );
+    }
     // `page_pool_release` frees the pool right after the attempt that finds none inflight.
     if inflight == 0 {
         if let Some(id) = POOL_IDENTITY.get_ptr_mut(pool) {
@@ -50,7 +57,12 @@ fn on_pool_release(pool: u64, inflight: i64) {
         inflight,
         freed_before: 0,
     };
-    let _ = POOL_TEARDOWN.insert(pool, first, 0);
+    if let Err(e) = POOL_TEARDOWN.insert(pool, first, 0) {
+        crate::log::bpf_warn!(
+            "a destroyed pool's release attempts could not be stored (map insert: error {})",
+            e
+        );
+    }
 }
 
 /// `page_pool_release(pool, inflight, hold, release)`.

@@ -33,7 +33,7 @@ fn sample(t0: Instant, secs: u64) -> RawSample {
         let mut hists = PoolHists::default();
         hists.slow[bucket] = 100 * secs;
         let mut pool = RawPool {
-            id,
+            id: id.into(),
             identity: Some(identity),
             hists: Some(Arc::new(hists)),
             ..Default::default()

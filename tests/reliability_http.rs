@@ -16,7 +16,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use ppscope::export::http::{BlockingServer, Publication, ServerState, HEAD_DEADLINE, MAX_HEAD};
+use ppscope::export::http::{
+    BlockingServer, Publication, ServerState, HEAD_DEADLINE, MAX_HEAD, RENDERS_AT_ONCE,
+};
 
 mod common;
 
@@ -363,12 +365,12 @@ fn a_thousand_concurrent_scrapes_all_get_complete_answers() {
         "reliability: {CLIENTS} concurrent scrapes in {took:?}: {outcomes:?}, peak {peak} server threads"
     );
     assert_eq!(outcomes.get("200"), Some(&CLIENTS), "{outcomes:?}");
-    // Every answer is the whole exposition (the scrape-duration gauge varies by a few bytes).
+    // Every answer is the whole exposition, the same bytes: one rendering for the collection.
     let (min, max) = (lengths.iter().min().unwrap(), lengths.iter().max().unwrap());
-    assert!(max - min < 64, "answers differ: {min}..{max} bytes");
-    // Connections are tasks, not threads: the server's threads are its runtime's, a fixed
-    // pool (two workers and at most eight rendering), however many clients come.
-    assert!(peak <= 10, "{peak} server threads");
+    assert_eq!(min, max, "answers differ: {min}..{max} bytes");
+    // Connections are tasks, not threads: the server's threads are its runtime's two workers
+    // and the few renderings allowed at once, however many clients come.
+    assert!(peak <= 2 + RENDERS_AT_ONCE, "{peak} server threads");
     watcher.join().unwrap();
     let fds = settle(fds_before + 1, Duration::from_secs(5));
     assert!(fds <= fds_before + 1, "fds leaked: {fds_before} → {fds}");

@@ -61,7 +61,7 @@ pub fn snapshot_with_pools(pools: u64) -> crate::snapshot::Snapshot {
     let mut later = RawSample::empty(t0 + Duration::from_secs(1));
     for i in 0..pools {
         let mut pool = RawPool {
-            id: i as u32 + 1,
+            id: i + 1,
             identity: Some(identity("eth0")),
             ..Default::default()
         };

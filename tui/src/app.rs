@@ -140,7 +140,7 @@ pub struct App {
     pub(crate) reverse: bool,
     pub(crate) filter: String,
     pub(crate) editing: bool,
-    /// The pool the person picked (by address), followed across snapshots and re-sorts.
+    /// The pool the person picked (by its name, `pool`), followed across snapshots and re-sorts.
     /// None: follow the first row, the worst pool in the default order.
     picked: Option<String>,
     pub(crate) cursor: usize,

@@ -7,7 +7,7 @@ use ppscope::snapshot::PoolView;
 #[derive(Debug, Clone)]
 pub struct Metrics {
     pub label: String,
-    /// Lower-case label, driver and address: what the filter matches.
+    /// Lower-case label, driver and pool name: what the filter matches.
     pub search: String,
     pub health: Health,
     pub alloc_s: Option<f64>,

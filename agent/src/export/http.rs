@@ -443,6 +443,7 @@ async fn peek_head(stream: &TcpStream) -> Head {
     // Most heads fit in a kilobyte: room for the largest is made only when one needs it (a
     // burst of connections would otherwise hold 16 KiB each).
     let mut buf = vec![0u8; 1024];
+    let mut pause = PEEK_PAUSE;
     loop {
         // (A peek at bytes already there is ready at once, so the timeout below alone would
         // never fire for a head that stopped half-way.)
@@ -475,13 +476,16 @@ async fn peek_head(stream: &TcpStream) -> Head {
             );
         }
         // Part of the head is here: peeking again returns the same bytes at once, so wait a
-        // little for the rest.
-        tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + PEEK_PAUSE)).await;
+        // little for the rest, longer each time (a client trickling its head costs a copy
+        // of it every quarter second at most, not a hundred a second).
+        tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + pause)).await;
+        pause = (pause * 2).min(PEEK_PAUSE_MAX);
     }
 }
 
-/// The pause between two looks at a head that has not fully arrived.
+/// The first pause between two looks at a head that has not fully arrived, and the longest.
 const PEEK_PAUSE: Duration = Duration::from_millis(10);
+const PEEK_PAUSE_MAX: Duration = Duration::from_millis(250);
 
 /// Whether `buf` holds the blank line that ends a head (`\r\n\r\n`, or a bare `\n\n`).
 fn head_end(buf: &[u8]) -> Option<usize> {
@@ -638,12 +642,12 @@ async fn snapshot_json(
 }
 
 /// `/healthz`: 200 while collections keep coming (the last one within three intervals and
-/// a second), 503 when they are late.
+/// a second), 503 when they are late or none came yet.
 async fn healthz(State(state): State<Arc<ServerState>>) -> Response {
-    let fresh = state
-        .current()
-        .is_some_and(|p| p.at.elapsed() <= state.interval * 3 + Duration::from_secs(1));
-    if fresh {
+    let Some(p) = state.current() else {
+        return no_collection_yet();
+    };
+    if p.at.elapsed() <= state.interval * 3 + Duration::from_secs(1) {
         (StatusCode::OK, "ok\n").into_response()
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "collection is late\n").into_response()
@@ -732,7 +736,13 @@ mod tests {
         };
         let state = ServerState::new(Duration::from_secs(1), 100);
         assert_eq!(get(&state, "/metrics").await.0, 503, "no collection yet");
-        assert_eq!(get(&state, "/healthz").await.0, 503);
+        assert_eq!(
+            get(&state, "/healthz").await,
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no collection yet\n".into()
+            )
+        );
         let mut retirement = Retirement::new(Duration::from_secs(60));
         let mut publish = |c: Arc<Collected>, at: Instant| {
             retirement.moved(c.moved(), at);

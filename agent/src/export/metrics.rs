@@ -5,8 +5,8 @@
 //! log2 nanosecond buckets made cumulative with every edge present (`le` = 2^(i+1) ns in
 //! seconds up to 2^31 ns, then `+Inf`, which also holds the kernel's last bucket: it takes
 //! everything longer), with `_sum` and `_count`; labels are bounded (device, queue, pool,
-//! and kind/reason/hook from fixed sets), never a pid, page or pointer other than a pool's
-//! own id when it has no netlink id.
+//! and kind/reason/hook from fixed sets), never a pid, a page or a kernel address: `pool` is
+//! the pool's netlink id, or ppscope's own `ppscope:N` where the kernel gives none.
 use std::sync::Arc;
 
 use ppscope_common::LATENCY_BUCKETS;

@@ -24,7 +24,7 @@ pub fn apply_state(view: &mut PoolView, st: &PoolState, page_size: u64) {
 /// address (the key it is joined by inside the process), `ppscope_id` its own id.
 pub fn pool_view(
     pool: u64,
-    ppscope_id: u32,
+    ppscope_id: u64,
     c: &PoolCounters,
     id: Option<&PoolIdentity>,
     cov: &Coverage,

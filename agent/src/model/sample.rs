@@ -55,12 +55,15 @@ impl Coverage {
 /// ppscope's own pool ids, for pools the kernel gives no netlink id (kernels before 6.8):
 /// the pool's kernel address would hand KASLR to anyone who can scrape the agent. A pool keeps
 /// its id while every sample holds it; new pools are numbered in address order, so the same
-/// samples (a recording replayed) name their pools the same. A source names each sample's
-/// pools with one of these before anything else sees them.
+/// samples name their pools the same each time they are read. (A recording's samples hold its
+/// own numbers for the addresses, so a replay numbers its pools in the order they were first
+/// written: its ids need not be the live run's.) A source names each sample's pools with one
+/// of these before anything else sees them.
 #[derive(Debug, Default)]
 pub struct PoolIds {
-    ids: ByAddr<u64, u32>,
-    last: u32,
+    ids: ByAddr<u64, u64>,
+    /// The last id given (64 bits: pools churning by the thousand a second never wrap it).
+    last: u64,
 }
 
 impl PoolIds {
@@ -91,7 +94,7 @@ impl PoolIds {
 pub struct RawPool {
     /// ppscope's own name for the pool (from 1; [`PoolIds`]): its kernel address never
     /// leaves the process.
-    pub id: u32,
+    pub id: u64,
     /// The pool's counts (its histograms are `hists`).
     pub counters: PoolCounts,
     /// The pool's histograms (None: all zero), shared with the samples before while they do

@@ -434,7 +434,7 @@ impl PoolView {
 /// How a pool is named outside the process: by the kernel's netlink id where the pool has one
 /// (Linux 6.8+; `ynl --family netdev --dump page-pool-get` shows the same), else by ppscope's
 /// own id (`model::PoolIds`); never by its kernel address.
-pub fn pool_name(netlink_id: Option<u32>, ppscope_id: u32) -> String {
+pub fn pool_name(netlink_id: Option<u32>, ppscope_id: u64) -> String {
     match netlink_id {
         Some(id) => format!("netlink:{id}"),
         None => format!("ppscope:{ppscope_id}"),

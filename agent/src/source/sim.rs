@@ -205,7 +205,7 @@ impl Source for SimSource {
             cur.pools.insert(
                 p.addr,
                 RawPool {
-                    id: i as u32 + 1,
+                    id: i as u64 + 1,
                     identity: Some(p.identity),
                     gve_queue: None,
                     state: Some(PoolState {

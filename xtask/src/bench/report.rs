@@ -103,7 +103,7 @@ const AGENT_WHY: &str = "\
   between the sample (about half) and assembling two snapshots a second, the interval and the
   totals since start (about half). Now the agent only samples each interval and hands the
   samples over (shared, not copied: `source::Collected`); a scrape assembles the snapshot it
-  asks for, once per collection (`export/http.rs`'s `Shared`), and this benchmark scrapes
+  asks for, once per collection (`export/http.rs`'s `Publication`), and this benchmark scrapes
   `/metrics` every 15 s while it measures. CPU at 10,000 pools went from 5.1% to 2.3% of a core
   (quick runs of 2026-12-01). RSS was four full samples at the peak (the baseline, the
   previous collection's two, kept for a remote dashboard's interval, and the one being read:

@@ -109,28 +109,8 @@ fn two_pools_histograms_sum_into_the_right_quantile_in_prometheus() {
             .expect("a plain GET of /metrics");
     assert_eq!(status, 200);
     assert!(!text.contains("# EOF"), "0.0.4 has no EOF marker");
-    let promtool = {
-        use std::{io::Write, process::Stdio};
-        let mut child = std::process::Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("promtool (is prometheus installed? cargo xtask setup)");
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    };
-    assert!(
-        promtool.status.success(),
-        "promtool check metrics: {}{}",
-        String::from_utf8_lossy(&promtool.stdout),
-        String::from_utf8_lossy(&promtool.stderr)
-    );
+    if let Err(refused) = common::promtool_check_metrics(&text) {
+        panic!("promtool check metrics: {refused}");
+    }
     server.stop();
 }

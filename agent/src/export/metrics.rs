@@ -611,37 +611,51 @@ mod tests {
         Snapshot::with_pools("k", 1.0, vec![pool_view(0x10, 1, &c, Some(&id), &cov)])
     }
 
+    /// A hook as attached (`backend`) or not (`reason`).
+    fn hook(
+        name: &str,
+        group: crate::snapshot::Group,
+        backend: Option<crate::snapshot::Backend>,
+        reason: Option<&str>,
+    ) -> crate::snapshot::HookStatus {
+        crate::snapshot::HookStatus {
+            hook: name.to_string().into(),
+            group,
+            backend,
+            targets: vec![],
+            reasons: reason.into_iter().map(str::to_string).collect(),
+            loses: "".into(),
+            load: None,
+        }
+    }
+
+    /// The Prometheus text of `s`, 100 pools at most.
+    fn text(s: &Snapshot) -> String {
+        render(
+            &Arc::new(s.clone()),
+            &SelfStats::default(),
+            Format::Prometheus,
+            100,
+        )
+        .0
+    }
+
     fn lines<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
         text.lines().filter(|l| l.starts_with(prefix)).collect()
     }
 
     #[test]
     fn a_hook_of_an_absent_module_is_not_a_missing_hook() {
-        use crate::snapshot::{Group, HookStatus};
+        use crate::snapshot::Group;
         let mut s = snap();
         for (name, reason) in [
             ("gve_alloc", "kprobe gve_alloc_buffer: module not loaded"),
             ("alloc", "fentry page_pool_alloc_netmems: EPERM"),
         ] {
-            s.backends.insert(
-                name.into(),
-                HookStatus {
-                    hook: name.into(),
-                    group: Group::Gve,
-                    backend: None,
-                    targets: vec![],
-                    reasons: vec![reason.into()],
-                    loses: "".into(),
-                    load: None,
-                },
-            );
+            s.backends
+                .insert(name.into(), hook(name, Group::Gve, None, Some(reason)));
         }
-        let (t, _) = render(
-            &Arc::new(s.clone()),
-            &SelfStats::default(),
-            Format::Prometheus,
-            100,
-        );
+        let t = text(&s);
         assert!(
             t.contains(r#"ppscope_hook_attached{hook="gve_alloc",backend="module_not_loaded"} 0"#),
             "{t}"
@@ -654,14 +668,9 @@ mod tests {
 
     #[test]
     fn the_detail_level_and_where_each_split_came_from_are_exported() {
-        use crate::snapshot::{Detail, Group, HookStatus, LEFT_OFF_LIGHT};
+        use crate::snapshot::{Detail, Group, LEFT_OFF_LIGHT};
         let mut s = snap();
-        let (t, _) = render(
-            &Arc::new(s.clone()),
-            &SelfStats::default(),
-            Format::Prometheus,
-            100,
-        );
+        let t = text(&s);
         assert!(
             lines(&t, "ppscope_detail{").is_empty(),
             "a simulation has no level"
@@ -677,22 +686,9 @@ mod tests {
         s.pools[0].recycle_source = Some("kernel".into());
         s.backends.insert(
             "recycle".into(),
-            HookStatus {
-                hook: "recycle".into(),
-                group: Group::PagePool,
-                backend: None,
-                targets: vec![],
-                reasons: vec![LEFT_OFF_LIGHT.into()],
-                loses: "".into(),
-                load: None,
-            },
+            hook("recycle", Group::PagePool, None, Some(LEFT_OFF_LIGHT)),
         );
-        let (t, _) = render(
-            &Arc::new(s.clone()),
-            &SelfStats::default(),
-            Format::Prometheus,
-            100,
-        );
+        let t = text(&s);
         assert_eq!(
             lines(&t, "ppscope_detail{"),
             [r#"ppscope_detail{level="light"} 1"#]
@@ -709,12 +705,7 @@ mod tests {
         );
         // A pool that knows no part of a split has no source for it.
         s.pools[0].alloc = Default::default();
-        let (t, _) = render(
-            &Arc::new(s.clone()),
-            &SelfStats::default(),
-            Format::Prometheus,
-            100,
-        );
+        let t = text(&s);
         assert!(!t.contains(r#"split="alloc""#), "{t}");
     }
 
@@ -725,12 +716,7 @@ mod tests {
             attempts: 2,
             inflight_pages: 12,
         });
-        let (t, _) = render(
-            &Arc::new(s.clone()),
-            &SelfStats::default(),
-            Format::Prometheus,
-            100,
-        );
+        let t = text(&s);
         let labels = r#"{device="ve\"th\\1",queue="0",pool="7"}"#;
         assert!(
             t.contains(&format!(
@@ -812,7 +798,7 @@ mod tests {
     /// pools and `rate()` over a pool's first slow path both need the series there.
     #[test]
     fn every_pool_exports_the_same_buckets_zeros_included() {
-        use crate::snapshot::{Backend, Group, HookStatus};
+        use crate::snapshot::{Backend, Group};
         let mut s = snap();
         let mut quiet = s.pools[0].clone();
         quiet.slow_path_latency = None;
@@ -834,31 +820,13 @@ mod tests {
                 })
                 .collect()
         };
-        let (t, _) = render(
-            &Arc::new(s.clone()),
-            &SelfStats::default(),
-            Format::Prometheus,
-            100,
-        );
+        let t = text(&s);
         assert!(le_of(&t, "8").is_empty(), "the hook is not attached: {t}");
         s.backends.insert(
             "slow_path".into(),
-            HookStatus {
-                hook: "slow_path".into(),
-                group: Group::PagePool,
-                backend: Some(Backend::Fentry),
-                targets: vec![],
-                reasons: vec![],
-                loses: "".into(),
-                load: None,
-            },
+            hook("slow_path", Group::PagePool, Some(Backend::Fentry), None),
         );
-        let (t, _) = render(
-            &Arc::new(s.clone()),
-            &SelfStats::default(),
-            Format::Prometheus,
-            100,
-        );
+        let t = text(&s);
         assert_eq!(le_of(&t, "8"), le_of(&t, "7"));
         assert_eq!(le_of(&t, "8").len(), LATENCY_BUCKETS);
         assert!(t.contains("ppscope_page_pool_slow_path_seconds_count{device=\"ve\\\"th\\\\1\",queue=\"0\",pool=\"8\"} 0"), "{t}");

@@ -653,9 +653,12 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
         let scraper = {
             let scraping = scraping.clone();
             std::thread::spawn(move || {
-                let mut scrapes = 0u32;
+                let mut scrapes = Vec::new();
                 while scraping.load(Ordering::Relaxed) {
-                    scrapes += u32::from(http_get(port, "/metrics").is_some_and(|(s, _)| s == 200));
+                    let started = Instant::now();
+                    if http_get(port, "/metrics").is_some_and(|(s, _)| s == 200) {
+                        scrapes.push(started.elapsed().as_secs_f64() * 1e3);
+                    }
                     for _ in 0..SCRAPE_EVERY_S * 10 {
                         if !scraping.load(Ordering::Relaxed) {
                             break;
@@ -668,8 +671,8 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
         };
         let measured = cpu_and_rss(pid, window, "agent");
         scraping.store(false, Ordering::Relaxed);
-        let scrapes = scraper.join().unwrap_or(0);
-        if scrapes == 0 {
+        let scrapes = scraper.join().unwrap_or_default();
+        if scrapes.is_empty() {
             res.agent_notes.push(format!(
                 "{n} pools: no scrape of /metrics answered during the window."
             ));
@@ -699,6 +702,7 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
             cpu: Spread::of(&per_sec).context("no CPU samples")?,
             cpu_mean: per_sec.iter().sum::<f64>() / per_sec.len() as f64,
             rss_mb,
+            scrape_ms: Spread::of(&scrapes),
         });
         // SAFETY: kill(2) on the agent this benchmark started.
         unsafe { kill(pid as i32, 15) };

@@ -57,6 +57,9 @@ pub struct AgentRow {
     pub cpu: Spread,
     pub cpu_mean: f64,
     pub rss_mb: f64,
+    /// Each `/metrics` scrape's time to a complete answer, ms (the first after a collection
+    /// assembles and renders; None when no scrape answered).
+    pub scrape_ms: Option<Spread>,
 }
 
 #[derive(Debug, Clone)]
@@ -536,7 +539,8 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
             "`ppscope agent --interval 1s` on this host (tracepoint backend) with N veth pairs, \
              XDP on each receiver (so each has a real page_pool), each pool receiving a packet \
              every second from before the measurement to its end, `/metrics` scraped every \
-             15 s meanwhile (the agent assembles its snapshots when asked). CPU is measured from \
+             15 s meanwhile (the agent assembles its snapshots when asked; each scrape's time to \
+             its whole answer is the scrape column). CPU is measured from \
              /proc/PID/stat per 1 s sample over a minute once the agent has run 62 s (its \
              one-minute advice window is full: the steady state; 3 s with --quick); RSS \
              is the largest VmRSS seen. The pool map keeps its default size (4,096) up to \
@@ -544,8 +548,11 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
              (`--map-capacity`). Targets: at 1,000 pools ≤ 1% of a core and ≤ 40 MB RSS, at \
              10,000 ≤ 3% and ≤ 100 MB; cost growing no faster than linearly.\n"
         );
-        let _ = writeln!(s, "| pools made | pools moving | pools exported | CPU % of a core (per s) | mean CPU % | RSS MB | target |");
-        let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | ---: | --- |");
+        let _ = writeln!(s, "| pools made | pools moving | pools exported | CPU % of a core (per s) | mean CPU % | RSS MB | scrape ms | target |");
+        let _ = writeln!(
+            s,
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+        );
         for a in &r.agent {
             let target = match agent_target(a.pools_made) {
                 Some(_) if a.pools_moving * 10 < a.pools_made * 9 => format!(
@@ -561,13 +568,14 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
             };
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {:.2} | {:.1} | {} |",
+                "| {} | {} | {} | {} | {:.2} | {:.1} | {} | {} |",
                 a.pools_made,
                 a.pools_moving,
                 a.pools_exported,
                 a.cpu.show(1),
                 a.cpu_mean,
                 a.rss_mb,
+                a.scrape_ms.as_ref().map_or("-".into(), |ms| ms.show(1)),
                 target
             );
         }

@@ -371,7 +371,7 @@ const FAMILIES: &[FamilyDef] = &[
     family(
         "ppscope_scrape_duration_seconds",
         "gauge",
-        "Time the previous scrape took to answer (the snapshot assembled on the first scrape after a collection, and rendered).",
+        "Time the last /metrics rendering took: the snapshot assembled and rendered, once per collection on its first scrape (the collection's other scrapes are answered from it).",
         Series::Agent(|me, _| me.last_scrape_seconds),
     ),
     family(

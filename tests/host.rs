@@ -733,7 +733,7 @@ fn a_real_prometheus_scrapes_the_agent() {
     assert!(query("topk(1, rate(ppscope_page_pool_pages_released_total[1m]))").is_some());
     drop(prom);
 
-    // The exposition passes promtool, in both formats the agent speaks.
+    // The 0.0.4 exposition passes promtool; the OpenMetrics one ends with its EOF (below).
     let (status, body) = http_get(&addr, "/metrics", None);
     assert_eq!(status, 200);
     if let Err(refused) = common::promtool_check_metrics(&body) {

@@ -83,6 +83,9 @@ pub fn run(args: &TestArgs) -> Result<i32> {
             cargo().args([
                 "deny",
                 "--offline",
+                // Every member is a root of the graph (xtask too), not only the package the
+                // root manifest also is.
+                "--workspace",
                 "--manifest-path",
                 manifest,
                 "check",

@@ -211,8 +211,9 @@ pub struct ServerState {
     /// The last `/metrics` rendering's time in ns (the server measures it; `/metrics`
     /// reports it).
     last_scrape_ns: AtomicU64,
-    /// Permits for [`RENDERS_AT_ONCE`] renderings.
-    renders: Semaphore,
+    /// Permits for [`RENDERS_AT_ONCE`] renderings, each held by the rendering itself (a
+    /// request that gives up waiting for it does not free its permit early).
+    renders: Arc<Semaphore>,
     /// Renderings (and compressions) done so far.
     renderings: AtomicU64,
 }
@@ -226,7 +227,7 @@ impl ServerState {
             interval,
             max_pools,
             last_scrape_ns: AtomicU64::new(0),
-            renders: Semaphore::new(RENDERS_AT_ONCE),
+            renders: Arc::new(Semaphore::new(RENDERS_AT_ONCE)),
             renderings: AtomicU64::new(0),
         })
     }
@@ -252,13 +253,19 @@ impl ServerState {
         &self,
         work: impl FnOnce() -> T + Send + 'static,
     ) -> Option<T> {
-        let _permit = self
+        let permit = self
             .renders
-            .acquire()
+            .clone()
+            .acquire_owned()
             .await
             .expect("the semaphore is never closed");
         self.renderings.fetch_add(1, Ordering::Relaxed);
-        tokio::task::spawn_blocking(work).await.ok()
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            work()
+        })
+        .await
+        .ok()
     }
 
     /// Renderings (and compressions) done so far: one per answer and collection, whatever
@@ -314,23 +321,31 @@ fn gzip(body: &[u8]) -> Bytes {
     Bytes::from(gz.finish().expect("writing to memory"))
 }
 
-/// Whether `Accept-Encoding` takes gzip: listed (or `*`) without `q=0`.
+/// Whether `Accept-Encoding` takes gzip (RFC 9110): gzip's own entry decides when it is
+/// listed, else `*`'s; an entry with `q=0` refuses.
 fn accepts_gzip(headers: &HeaderMap) -> bool {
-    headers
+    let mut gzip = None;
+    let mut any = None;
+    let codings = headers
         .get_all(header::ACCEPT_ENCODING)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|coding| {
-            let mut parts = coding.split(';').map(str::trim);
-            let name = parts.next().unwrap_or("");
-            let refused = parts.any(|p| {
-                p.strip_prefix("q=")
-                    .and_then(|q| q.parse::<f32>().ok())
-                    .is_some_and(|q| q <= 0.0)
-            });
-            (name.eq_ignore_ascii_case("gzip") || name == "*") && !refused
-        })
+        .flat_map(|v| v.split(','));
+    for coding in codings {
+        let mut parts = coding.split(';').map(str::trim);
+        let name = parts.next().unwrap_or("");
+        let accepted = !parts.any(|p| {
+            let (key, value) = p.split_once('=').unwrap_or((p, ""));
+            key.trim().eq_ignore_ascii_case("q")
+                && value.trim().parse::<f32>().is_ok_and(|q| q <= 0.0)
+        });
+        if name.eq_ignore_ascii_case("gzip") {
+            gzip = Some(accepted);
+        } else if name == "*" {
+            any = Some(accepted);
+        }
+    }
+    gzip.or(any).unwrap_or(false)
 }
 
 /// The running server: dropped or [`HttpServer::shutdown`], it stops accepting.
@@ -822,7 +837,7 @@ mod tests {
             assert_eq!(plain, bodies[0].1);
         }
         assert_eq!(state.renderings(), 2, "and one compression");
-        for refused in ["gzip;q=0", "br", "identity", "gzip; q=0.0"] {
+        for refused in ["gzip;q=0", "br", "identity", "gzip; Q = 0.0", "gzip;q=0, *"] {
             let (gzipped, body) = request(Some(refused)).await;
             assert!(!gzipped && body == bodies[0].1, "{refused}");
         }

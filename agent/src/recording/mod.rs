@@ -10,7 +10,8 @@
 //! The first frame is the [`Header`] (kernel, hooks, coverage, drop-reason names) as JSON;
 //! every other frame is one [`Frame`]: the cumulative counters of every pool and site at one
 //! instant. Version 2 writes a frame as what changed since the one before ([`packed`]: tens
-//! of bytes per busy pool); version 1 wrote each as JSON (~1.3 KB per pool) and still reads.
+//! of bytes per busy pool); version 1 wrote each as JSON (about a kilobyte per pool) and still
+//! reads.
 //! [`Reader`] takes one frame at a time, never the whole file. Readers refuse a file that is
 //! not a recording, a newer format, a checksum mismatch or a cut-off frame with one sentence
 //! each, and never panic on any input.
@@ -291,6 +292,9 @@ pub struct Reader<R> {
     /// Frames read so far, the header included (frame 0), for the error sentences.
     index: usize,
     unpacker: packed::Unpacker,
+    /// A frame failed: those after it cannot be decoded (each is what changed since the one
+    /// before), so the reader stops there.
+    failed: bool,
 }
 
 impl Reader<BufReader<File>> {
@@ -324,6 +328,7 @@ impl<R: Read> Reader<R> {
             version,
             index: 0,
             unpacker: packed::Unpacker::default(),
+            failed: false,
         };
         let first = reader.payload()?.context("truncated: no header frame")?;
         let header: Header =
@@ -333,6 +338,15 @@ impl<R: Read> Reader<R> {
 
     /// The next frame, `None` at the end of the file.
     pub fn next_frame(&mut self) -> Result<Option<Frame>> {
+        if self.failed {
+            bail!("the recording cannot be read past frame {}", self.index);
+        }
+        let frame = self.read_frame();
+        self.failed = frame.is_err();
+        frame
+    }
+
+    fn read_frame(&mut self) -> Result<Option<Frame>> {
         let Some(payload) = self.payload()? else {
             return Ok(None);
         };
@@ -681,7 +695,8 @@ mod tests {
     }
 
     /// What a busy host's recording costs: at most `BYTES_PER_POOL_FRAME` per pool and
-    /// frame (JSON took ~1.3 KB), and it reads back to exactly the frames it was written from.
+    /// frame (JSON took about a kilobyte), and it reads back to exactly the frames it was
+    /// written from.
     #[test]
     fn a_busy_recording_is_compact_and_reads_back_exactly() {
         let (pools, frames) = (1000, 50);
@@ -731,6 +746,8 @@ mod tests {
         assert_eq!(reader.next_frame().unwrap().unwrap().t_ns, 10_000_000);
         let e = format!("{:#}", reader.next_frame().unwrap_err());
         assert!(e.contains("truncated: frame 3 is cut off"), "{e}");
+        // and it stops there: nothing after a frame it could not read.
+        assert!(reader.next_frame().is_err());
         let (_, mut whole) = Reader::new(&bytes[..]).unwrap();
         assert_eq!(
             (0..4).filter_map(|_| whole.next_frame().unwrap()).count(),

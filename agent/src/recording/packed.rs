@@ -5,7 +5,7 @@
 //! much (the index as a gap from the previous one, the change as a zigzag varint), and a
 //! pool's identity, queue and state only when they differ from its last frame. serde's
 //! data model is written by postcard (varints, no field names). A busy pool costs tens of
-//! bytes a frame instead of JSON's ~1.3 KB; the budget the tests hold is
+//! bytes a frame instead of JSON's kilobyte; the budget the tests hold is
 //! [`BYTES_PER_POOL_FRAME`].
 //!
 //! A frame is decoded against the frame before it, so a reader reads from the start (as
@@ -298,6 +298,22 @@ impl Unpacker {
     pub fn unpack(&mut self, bytes: &[u8]) -> Result<Frame> {
         let (packed, rest): (PackedFrame, _) = postcard::take_from_bytes(bytes)?;
         anyhow::ensure!(rest.is_empty(), "{} bytes after the frame", rest.len());
+        anyhow::ensure!(
+            packed.sites.len() <= SITE_LIMIT,
+            "{} sites in a frame",
+            packed.sites.len()
+        );
+        // A pool that did not move is a few bytes written and a kilobyte read back: more
+        // than ppscope can track is a forged frame, refused before it is built.
+        let keyed = packed
+            .pools
+            .len()
+            .max(packed.napi.len())
+            .max(packed.gve_poll.len());
+        anyhow::ensure!(
+            keyed <= ENTRY_LIMIT,
+            "{keyed} pools or NAPI instances in a frame (ppscope tracks at most {ENTRY_LIMIT})"
+        );
         let empty = Frame::empty();
         let before = self.before.as_ref().unwrap_or(&empty);
         let pools_before = by_key(&before.pools, |p| p.pool);
@@ -317,11 +333,6 @@ impl Unpacker {
                 })
             })
             .collect::<Result<_>>()?;
-        anyhow::ensure!(
-            packed.sites.len() <= SITE_LIMIT,
-            "{} sites in a frame",
-            packed.sites.len()
-        );
         let frame = Frame {
             t_ns: before.t_ns.wrapping_add(packed.dt_ns),
             pools,
@@ -349,6 +360,9 @@ impl Unpacker {
 /// More sites than any ppscope records means a corrupt frame (a reader must not build
 /// millions of them from a forged length).
 const SITE_LIMIT: usize = 64;
+/// The most pools (or NAPI instances, gve queues) a frame can hold: the largest
+/// `--map-capacity`.
+const ENTRY_LIMIT: usize = 1 << 20;
 
 impl Frame {
     /// Before the first frame: nothing counted yet.

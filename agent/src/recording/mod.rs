@@ -132,8 +132,9 @@ impl Aliases {
     }
 }
 
-/// One sample: cumulative counters at `t_ns` after the recording started.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// One sample: cumulative counters at `t_ns` after the recording started. The default is the
+/// state before the first frame: nothing counted yet.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Frame {
     pub t_ns: u64,
     pub pools: Vec<RecordedPool>,

@@ -215,13 +215,12 @@ fn by_key<K: std::hash::Hash + Eq + Copy, V>(list: &[V], key: impl Fn(&V) -> K) 
 /// Packs frames, each against the one it packed before.
 #[derive(Default)]
 pub struct Packer {
-    before: Option<Frame>,
+    before: Frame,
 }
 
 impl Packer {
     pub fn pack(&mut self, frame: Frame) -> Result<Vec<u8>> {
-        let empty = Frame::empty();
-        let before = self.before.as_ref().unwrap_or(&empty);
+        let before = &self.before;
         let pools_before = by_key(&before.pools, |p| p.pool);
         let zero = PoolCounters::default();
         let pools = frame
@@ -256,7 +255,7 @@ impl Packer {
             teardowns: changed_list(&before.teardowns, &frame.teardowns),
         };
         let bytes = postcard::to_stdvec(&packed).context("a frame does not pack")?;
-        self.before = Some(frame);
+        self.before = frame;
         Ok(bytes)
     }
 }
@@ -291,7 +290,7 @@ fn keyed_apply<K: std::hash::Hash + Eq + Copy, T: Words + Copy>(
 /// Unpacks frames, each against the one it unpacked before.
 #[derive(Default)]
 pub struct Unpacker {
-    before: Option<Frame>,
+    before: Frame,
 }
 
 impl Unpacker {
@@ -314,8 +313,7 @@ impl Unpacker {
             keyed <= ENTRY_LIMIT,
             "{keyed} pools or NAPI instances in a frame (ppscope tracks at most {ENTRY_LIMIT})"
         );
-        let empty = Frame::empty();
-        let before = self.before.as_ref().unwrap_or(&empty);
+        let before = &self.before;
         let pools_before = by_key(&before.pools, |p| p.pool);
         let pools = packed
             .pools
@@ -352,7 +350,7 @@ impl Unpacker {
             runtime: packed.runtime,
             teardowns: packed.teardowns.unwrap_or_else(|| before.teardowns.clone()),
         };
-        self.before = Some(frame.clone());
+        self.before = frame.clone();
         Ok(frame)
     }
 }
@@ -363,24 +361,6 @@ const SITE_LIMIT: usize = 64;
 /// The most pools (or NAPI instances, gve queues) a frame can hold: the largest
 /// `--map-capacity`.
 const ENTRY_LIMIT: usize = 1 << 20;
-
-impl Frame {
-    /// Before the first frame: nothing counted yet.
-    fn empty() -> Self {
-        Self {
-            t_ns: 0,
-            pools: Vec::new(),
-            sites: Vec::new(),
-            gve_poll: Vec::new(),
-            napi: Vec::new(),
-            napi_devices: Vec::new(),
-            devices: Vec::new(),
-            drops: Vec::new(),
-            runtime: None,
-            teardowns: Vec::new(),
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {

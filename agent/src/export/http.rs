@@ -281,36 +281,31 @@ impl ServerState {
         content_type: &'static str,
         headers: &HeaderMap,
     ) -> Response {
-        let plain = || {
-            (
-                [
-                    (header::CONTENT_TYPE, content_type),
-                    (header::VARY, "accept-encoding"),
-                ],
-                answer.body.clone(),
-            )
-                .into_response()
+        let gzipped = if accepts_gzip(headers) {
+            let body = answer.body.clone();
+            answer
+                .gzip
+                .get_or_init(|| self.render(move || gzip(&body)))
+                .await
+                .clone()
+        } else {
+            None
         };
-        if !accepts_gzip(headers) {
-            return plain();
+        let mut response = (
+            [
+                (header::CONTENT_TYPE, content_type),
+                (header::VARY, "accept-encoding"),
+            ],
+            gzipped.clone().unwrap_or_else(|| answer.body.clone()),
+        )
+            .into_response();
+        if gzipped.is_some() {
+            response.headers_mut().insert(
+                header::CONTENT_ENCODING,
+                header::HeaderValue::from_static("gzip"),
+            );
         }
-        let body = answer.body.clone();
-        let gzip = answer
-            .gzip
-            .get_or_init(|| self.render(move || gzip(&body)))
-            .await;
-        match gzip {
-            Some(gz) => (
-                [
-                    (header::CONTENT_TYPE, content_type),
-                    (header::VARY, "accept-encoding"),
-                    (header::CONTENT_ENCODING, "gzip"),
-                ],
-                gz.clone(),
-            )
-                .into_response(),
-            None => plain(),
-        }
+        response
     }
 }
 

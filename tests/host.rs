@@ -127,6 +127,23 @@ fn tracepoints_see_slow_path_pages_on_a_veth_xdp_pool() {
         "NAPI work {work} vs rx_packets {received}: {dev:#}"
     );
     assert!(dev["drops_total"].is_u64(), "{dev:#}");
+    // The pool carries its device's packets, the health verdict's basis where nothing splits
+    // allocations.
+    assert_eq!(pool["device_packets"]["packets"], work, "{pool:#}");
+    assert!(
+        pool["device_packets"]["pools"].as_u64() >= Some(1),
+        "{pool:#}"
+    );
+    // diagnose runs at full: its verdict is read from those packets, not left `?`.
+    let view: ppscope::snapshot::PoolView = serde_json::from_value(pool.clone()).unwrap();
+    let secs = report["duration_seconds"].as_f64().unwrap();
+    let verdict = ppscope::snapshot::health::assess(&view, secs);
+    assert_eq!(
+        verdict.basis,
+        ppscope::snapshot::health::Basis::Packets,
+        "{verdict:?}"
+    );
+    assert_ne!(verdict.health, ppscope::snapshot::health::Health::Unknown);
     let steps_in: u64 = report["timeline"]
         .as_array()
         .unwrap()
@@ -876,6 +893,14 @@ fn top_once_shows_a_live_veth_pool_with_its_figures() {
     assert!(
         frame.contains("detail light"),
         "footer names the detail level:\n{frame}"
+    );
+    // Nothing splits allocations and light counts no packets, yet the pool has a verdict:
+    // veth + XDP cycles thousands of pages a second through the allocator on a 256-entry
+    // ring. The row shows it and the detail pane says how it was reached.
+    assert!(row.contains("warn"), "no health verdict in the row: {row}");
+    assert!(
+        frame.contains("health warn (churn):"),
+        "the detail pane says how the verdict was reached:\n{frame}"
     );
 
     // Not a terminal and no --once: one sentence, not a garbled screen.

@@ -1,6 +1,6 @@
 //! Per-pool figures the table shows and sorts by, computed once per snapshot (not per frame).
 //! The health verdict that colours a row is the library's (`ppscope::snapshot::health`).
-pub use ppscope::snapshot::health::{health, Health};
+pub use ppscope::snapshot::health::{assess, health, Basis, Health};
 use ppscope::snapshot::PoolView;
 
 /// What a row shows, per second where it is a count. `None` is unknown (shown `?`).
@@ -46,7 +46,7 @@ impl Metrics {
         Metrics {
             label,
             search,
-            health: health(p),
+            health: health(p, secs),
             alloc_s: per_s(p.alloc.total, secs),
             slow_s: per_s(p.alloc.slow, secs),
             full_s: per_s(p.recycle.ring_full, secs),

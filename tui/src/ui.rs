@@ -18,7 +18,7 @@ use ppscope::{
 use crate::{
     app::{App, Pane, SortKey, StreamState},
     fmt,
-    health::{per_s, Health, Metrics},
+    health::{assess, per_s, Basis, Health, Metrics},
     keys::KEYS,
 };
 
@@ -530,6 +530,21 @@ fn detail_text(
         fmt::si(per_s(p.pages.allocated, secs)),
         fmt::si(per_s(p.pages.released, secs))
     )));
+    // A verdict read from packets or pages cycled (a kernel that does not split allocations):
+    // its basis and key figure, since the lines above are `?` (`diagnose` gives the sentence
+    // with its uncertainty). A verdict from the split is the lines above.
+    let verdict = assess(p, secs);
+    if matches!(verdict.basis, Basis::Packets | Basis::Churn) {
+        lines.push(Line::styled(
+            format!(
+                "health {} ({}): {}",
+                verdict.health.word(),
+                verdict.basis.name(),
+                verdict.figure
+            ),
+            health_style(verdict.health),
+        ));
+    }
     if p.alloc_source.is_some() || p.recycle_source.is_some() {
         lines.push(Line::styled(
             "(split from the kernel's own page_pool stats: no probe measured it here)",

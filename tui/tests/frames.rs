@@ -177,6 +177,56 @@ fn a_light_source_says_its_detail_and_what_it_left_off() {
     );
 }
 
+/// A tracepoint-only kernel: nothing splits allocations, yet a veth pool cycling 25,500
+/// pages a second through the allocator on a 256-entry ring has a verdict, which the row
+/// shows and the detail pane explains; a pool with too little to judge stays `?`.
+#[test]
+fn a_tracepoint_only_pool_has_a_verdict_from_its_pages() {
+    let traced = |addr: u64, name: &str, fresh: u64, returned: u64| {
+        let mut p = PoolView::unprobed(0, None, Some(name.into()));
+        p.netlink_id = None;
+        p.addr = addr;
+        p.pool = format!("ppscope:{addr}");
+        p.driver = Some("veth".into());
+        p.queue = Some(0);
+        p.ring_size = Some(256);
+        p.pool_size = Some(256);
+        p.pages.allocated = Some(fresh);
+        p.pages.released = Some(returned);
+        p.recycle.ring_full = Some(returned);
+        p
+    };
+    let s = Snapshot::with_pools(
+        "6.18.0-test",
+        2.0,
+        vec![
+            traced(1, "veth1", 52_000, 51_000),
+            traced(2, "veth3", 100, 100),
+        ],
+    );
+    let text = frame(&app_with([s]), 120, 30);
+    let row = |dev: &str| {
+        text.lines()
+            .find(|l| l.contains(dev) && l.contains("256/256"))
+            .unwrap_or_else(|| panic!("no row for {dev}:\n{text}"))
+            .to_string()
+    };
+    // The HEALTH column is the first.
+    let health = |dev: &str| {
+        row(dev)
+            .trim_start_matches('│')
+            .split_whitespace()
+            .next()
+            .map(str::to_string)
+    };
+    assert_eq!(health("veth1").as_deref(), Some("warn"), "{text}");
+    assert_eq!(health("veth3").as_deref(), Some("?"), "{text}");
+    assert!(
+        text.contains("health warn (churn): 25500 pages/s cycled through the allocator,"),
+        "{text}"
+    );
+}
+
 #[test]
 fn waiting_for_data() {
     insta::assert_snapshot!(frame(&app_with([]), 80, 24));

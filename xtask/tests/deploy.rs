@@ -382,6 +382,7 @@ fn alert_rules_cover_the_symptoms() {
         "ppscope_devmem_dontneed_seconds_bucket",
         "ppscope_hook_attached{backend!~\"module_not_loaded|left_off\"}) == 0",
         "up{job=\"ppscope\"} == 0",
+        "(min_over_time(ppscope_page_pool_health[5m])) >= 2",
     ];
     for want in required {
         let want = squeezed(want);

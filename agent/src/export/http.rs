@@ -586,9 +586,10 @@ async fn metrics_text(State(state): State<Arc<ServerState>>, headers: HeaderMap)
             let body = state
                 .render(move || {
                     let snap = pub_.snapshot(Window::SinceStart);
+                    let last = pub_.snapshot(Window::Interval);
                     let mut stats = pub_.stats.clone();
                     stats.last_scrape_seconds = rendering.last_scrape_seconds();
-                    metrics::render(&snap, &stats, format, rendering.max_pools).0
+                    metrics::render(&snap, &last, &stats, format, rendering.max_pools).0
                 })
                 .await
                 .ok_or(())?;

@@ -5,9 +5,9 @@
 //! log2 nanosecond buckets made cumulative with every edge present (`le` = 2^(i+1) ns in
 //! seconds up to 2^31 ns, then `+Inf`, which also holds the kernel's last bucket: it takes
 //! everything longer), with `_sum` and `_count`; labels are bounded (device, queue, pool,
-//! and kind/reason/hook from fixed sets), never a pid, a page or a kernel address: `pool` is
+//! and kind/reason/hook/basis from fixed sets), never a pid, a page or a kernel address: `pool` is
 //! the pool's netlink id, or ppscope's own `ppscope:N` where the kernel gives none.
-use std::sync::Arc;
+use std::{collections::HashMap, sync::Arc};
 
 use ppscope_common::LATENCY_BUCKETS;
 use prometheus_client::{
@@ -17,7 +17,10 @@ use prometheus_client::{
     registry::Registry,
 };
 
-use crate::snapshot::{DeviceView, Latency, NapiView, OverheadView, PoolView, Snapshot};
+use crate::snapshot::{
+    health::{self, Basis},
+    DeviceView, Latency, NapiView, OverheadView, PoolView, Snapshot,
+};
 
 /// What the agent knows about itself, for the self-metrics.
 #[derive(Debug, Clone, Default)]
@@ -153,6 +156,8 @@ enum Series {
     Detail,
     /// Per pool and split (alloc, recycle) that is known: where it came from (`source`).
     SplitSources,
+    /// Per pool whose health is known over the last interval: its level, with its `basis`.
+    Health,
     /// ppscope's own programs; the family is left out when BPF stats are off.
     Overhead(fn(&OverheadView) -> f64),
     /// The agent itself.
@@ -260,6 +265,12 @@ const FAMILIES: &[FamilyDef] = &[
         "gauge",
         "Ring size the advice recommends for this pool.",
         Series::Pool(|p| p.advice.as_ref().map(|a| u64::from(a.recommended_size))),
+    ),
+    family(
+        "ppscope_page_pool_health",
+        "gauge",
+        "The pool's health over the last interval: 0 ok, 1 warn, 2 starving; no series while unknown. basis: what it was read from (split: the exact allocation split; packets: fresh pages per packet the device received, an estimate; churn: pages cycled through the page allocator, which warns at most).",
+        Series::Health,
     ),
     family(
         "ppscope_page_pool_teardown_attempts_total",
@@ -413,14 +424,26 @@ impl FamilyDef {
 
 /// Renders everything; `max_pools` bounds the pool series (the rest are counted as
 /// dropped, which it returns).
+/// `snap` holds the totals since the start; the health gauge is each pool's verdict over
+/// `last`, the last interval (a verdict over the whole run would hide a pool starving now).
 pub fn render(
     snap: &Arc<Snapshot>,
+    last: &Snapshot,
     me: &SelfStats,
     format: Format,
     max_pools: usize,
 ) -> (String, u64) {
+    let health = last
+        .pools
+        .iter()
+        .filter_map(|p| {
+            let (health, basis) = health::verdict(p, last.duration_seconds);
+            Some((p.pool.clone(), (health.level()?, basis)))
+        })
+        .collect();
     let exposition = Exposition {
         snap: snap.clone(),
+        health,
         me: me.clone(),
         max_pools,
     };
@@ -442,6 +465,8 @@ pub fn render(
 #[derive(Debug)]
 struct Exposition {
     snap: Arc<Snapshot>,
+    /// Per pool name: its health gauge's value and basis over the last interval, where known.
+    health: HashMap<String, (u8, Basis)>,
     me: SelfStats,
     max_pools: usize,
 }
@@ -560,6 +585,15 @@ impl Collector for Exposition {
                         }
                     }
                 }
+                Series::Health => {
+                    for (i, p) in pools.iter().enumerate() {
+                        if let Some((level, basis)) = self.health.get(&p.pool) {
+                            let mut l = base(i);
+                            l.push(("basis", basis.name()));
+                            f.sample(&l, f64::from(*level))?;
+                        }
+                    }
+                }
                 Series::Overhead(get) => {
                     if let Some(o) = &snap.overhead {
                         f.sample(&vec![], get(o))?;
@@ -633,6 +667,7 @@ mod tests {
     fn text(s: &Snapshot) -> String {
         render(
             &Arc::new(s.clone()),
+            s,
             &SelfStats::default(),
             Format::Prometheus,
             100,
@@ -642,6 +677,46 @@ mod tests {
 
     fn lines<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
         text.lines().filter(|l| l.starts_with(prefix)).collect()
+    }
+
+    #[test]
+    fn health_is_judged_over_the_last_interval_and_unknown_has_no_series() {
+        // Healthy since the start (0.5% of recycles found the ring full), starving in the
+        // last interval (20%): the gauge says starving, from the exact split.
+        let totals = Arc::new(snap());
+        let mut last = snap();
+        last.pools[0].recycle.ring_full = Some(200);
+        let gauge = |last: &Snapshot| {
+            let (t, _) = render(
+                &totals,
+                last,
+                &SelfStats::default(),
+                Format::Prometheus,
+                100,
+            );
+            lines(&t, "ppscope_page_pool_health{")
+                .iter()
+                .map(|l| l.to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            gauge(&last),
+            [r#"ppscope_page_pool_health{device="ve\"th\\1",queue="0",pool="7",basis="split"} 2"#]
+        );
+        assert_eq!(
+            gauge(&totals),
+            [r#"ppscope_page_pool_health{device="ve\"th\\1",queue="0",pool="7",basis="split"} 0"#]
+        );
+        // Nothing in the interval says how the pool does: no series, not a 0.
+        let p = &mut last.pools[0];
+        p.recycle = Default::default();
+        p.alloc = Default::default();
+        p.ring_hit_rate = None;
+        p.pages = Default::default();
+        assert_eq!(gauge(&last), Vec::<String>::new());
+        // Nor for a pool the interval did not see.
+        last.pools.clear();
+        assert_eq!(gauge(&last), Vec::<String>::new());
     }
 
     #[test]
@@ -732,6 +807,7 @@ mod tests {
         );
         let (quiet, _) = render(
             &Arc::new(snap()),
+            &snap(),
             &SelfStats::default(),
             Format::Prometheus,
             100,
@@ -746,6 +822,7 @@ mod tests {
     fn counters_and_labels() {
         let (t, dropped) = render(
             &Arc::new(snap()),
+            &snap(),
             &SelfStats::default(),
             Format::Prometheus,
             100,
@@ -770,6 +847,7 @@ mod tests {
     fn histogram_is_cumulative_with_every_edge_and_seconds() {
         let (t, _) = render(
             &Arc::new(snap()),
+            &snap(),
             &SelfStats::default(),
             Format::Prometheus,
             100,
@@ -836,6 +914,7 @@ mod tests {
     fn openmetrics_names_counter_families_without_total_and_ends_with_eof() {
         let (t, _) = render(
             &Arc::new(snap()),
+            &snap(),
             &SelfStats::default(),
             Format::OpenMetrics,
             100,
@@ -857,6 +936,7 @@ mod tests {
         s.pools.push(p);
         let (t, dropped) = render(
             &Arc::new(s.clone()),
+            &s,
             &SelfStats::default(),
             Format::Prometheus,
             1,

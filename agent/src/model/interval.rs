@@ -10,7 +10,8 @@ use super::{
     ratio, RawPool, RawSample, SourceFacts,
 };
 use crate::snapshot::{
-    DevmemView, GveQueueView, GveView, OverheadView, PoolView, SiteView, Snapshot,
+    health::DevicePackets, DeviceView, DevmemView, GveQueueView, GveView, OverheadView, PoolView,
+    SiteView, Snapshot,
 };
 
 /// Everything that moved between two samples, busiest pools first.
@@ -44,7 +45,7 @@ pub fn snapshot(facts: &SourceFacts, earlier: &RawSample, later: &RawSample) -> 
             })
         })
         .collect();
-    let pools = busiest_first(pools);
+    let mut pools = busiest_first(pools);
     let netdevs: Vec<u64> = unique_netdevs(&pools);
     let mut devices = device_views(earlier, later, &netdevs, cov);
     if devices.iter().any(|d| d.ifname.is_none()) {
@@ -61,6 +62,7 @@ pub fn snapshot(facts: &SourceFacts, earlier: &RawSample, later: &RawSample) -> 
             }
         }
     }
+    attach_device_packets(&mut pools, &devices);
 
     let site = |i: u32, on: bool, has_value: bool| {
         on.then(|| {
@@ -151,4 +153,35 @@ fn busiest_first(pools: Vec<PoolView>) -> Vec<PoolView> {
         .into_iter()
         .filter_map(|(_, i)| slots[i].take())
         .collect()
+}
+
+/// Gives each pool its device's received packets (the work of its NAPI polls) and the fresh
+/// pages of the device's pools shown, where the device's polls counted packets: the health
+/// verdict's basis where nothing splits allocations.
+fn attach_device_packets(pools: &mut [PoolView], devices: &[DeviceView]) {
+    // Per device: fresh pages of its pools, and how many took any.
+    let mut fresh: HashMap<u64, (u64, u32)> = HashMap::new();
+    for p in pools.iter().filter(|p| p.netdev != 0) {
+        if let Some(n @ 1..) = p.pages.allocated {
+            let f = fresh.entry(p.netdev).or_default();
+            f.0 += n;
+            f.1 += 1;
+        }
+    }
+    let work: HashMap<u64, u64> = devices
+        .iter()
+        .filter(|d| d.netdev != 0)
+        .filter_map(|d| Some((d.netdev, d.napi.as_ref()?.work)))
+        .filter(|&(_, work)| work > 0)
+        .collect();
+    for p in pools.iter_mut().filter(|p| p.pages.allocated.is_some()) {
+        if let Some(&packets) = work.get(&p.netdev) {
+            let (fresh_pages, pools) = fresh.get(&p.netdev).copied().unwrap_or_default();
+            p.device_packets = Some(DevicePackets {
+                packets,
+                fresh_pages,
+                pools,
+            });
+        }
+    }
 }

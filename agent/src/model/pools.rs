@@ -137,6 +137,7 @@ pub fn pool_view(
         ),
         advice: None,
         teardown: None,
+        device_packets: None,
     }
 }
 

@@ -179,7 +179,35 @@ fn figure_sources(facts: &SourceFacts, kernel_stats: bool) -> Vec<FigureSource> 
         "profile of every allocation and recycle",
     )
     .unwrap_or_else(|| from_refills.clone());
+    // The health verdict's basis, best first (`snapshot::health`).
+    let split = "split: advice, ring hit rate and ring-full share (exact)";
+    let churn = if on("page_hold") && on("page_release") {
+        "churn: pages cycled through the allocator (page_hold, page_release; warns at most)".into()
+    } else {
+        unknown("no split, no packets, no page_hold or page_release")
+    };
+    let health_light = if refills {
+        split.to_string()
+    } else {
+        or_kernel(churn.clone())
+    };
+    let health_full = if refills || (on("alloc") && on("recycle")) {
+        split.to_string()
+    } else if on("napi_poll") && on("page_hold") {
+        or_kernel(
+            "packets: fresh pages per received packet (napi_poll, page_hold; an estimate)".into(),
+        )
+    } else if left_off("napi_poll") && on("page_hold") {
+        or_kernel("packets, not tried (doctor --detail full tries the napi_poll hook)".into())
+    } else {
+        health_light.clone()
+    };
     vec![
+        FigureSource {
+            figure: "health",
+            light: health_light,
+            full: health_full,
+        },
         FigureSource {
             figure: "allocation split",
             light: alloc_light,
@@ -368,6 +396,8 @@ mod tests {
         let napi = source(&all, "NAPI polls");
         assert!(napi.light.starts_with("? (light leaves"), "{}", napi.light);
         assert_eq!(napi.full, "napi_poll tracepoint (every poll)");
+        let health = source(&all, "health");
+        assert!(health.light.starts_with("split:"), "{}", health.light);
 
         // Run at light: the per-page hooks were not tried, and doctor says so.
         let all = figure_sources(&facts(Detail::Light, fe, fe), false);
@@ -376,6 +406,8 @@ mod tests {
         assert!(!alloc.light.contains("kernel"), "no stats: {}", alloc.light);
         let napi = source(&all, "NAPI polls");
         assert!(napi.full.contains("not tried"), "{}", napi.full);
+        let health = source(&all, "health");
+        assert!(health.light.starts_with("split:"), "{}", health.light);
 
         // Tracepoints only, no kernel stats: what cannot be known is '?' with the reason.
         let all = figure_sources(&facts(Detail::Full, None, None), false);
@@ -388,6 +420,14 @@ mod tests {
                 f.full
             );
         }
+        // Yet health has a basis: pages cycled at light, packets at full.
+        let health = source(&all, "health");
+        assert!(health.light.starts_with("churn:"), "{}", health.light);
+        assert!(health.full.starts_with("packets:"), "{}", health.full);
+        let all = figure_sources(&facts(Detail::Light, None, None), false);
+        let health = source(&all, "health");
+        assert!(health.light.starts_with("churn:"), "{}", health.light);
+        assert!(health.full.contains("not tried"), "{}", health.full);
         let recycle = source(&all, "recycle split");
         assert!(
             recycle.light.starts_with("ring_full only"),

@@ -1,7 +1,7 @@
 //! `diagnose` as text for people.
 use std::fmt::Write;
 
-use crate::snapshot::{Latency, PoolView, SiteView, Snapshot};
+use crate::snapshot::{health, Latency, PoolView, SiteView, Snapshot};
 
 fn count(n: Option<u64>) -> String {
     match n {
@@ -59,7 +59,7 @@ pub fn histogram(l: &Latency, indent: &str) -> String {
     out
 }
 
-fn pool_text(p: &PoolView, out: &mut String) {
+fn pool_text(p: &PoolView, secs: f64, out: &mut String) {
     let mut ident = Vec::new();
     if let Some(id) = p.netlink_id {
         ident.push(format!("netlink id {id}"));
@@ -76,6 +76,14 @@ fn pool_text(p: &PoolView, out: &mut String) {
     ident.push(p.pool.clone());
     ident.extend(p.address.clone());
     let _ = writeln!(out, "pool {}  ({})", p.label(), ident.join(", "));
+    let verdict = health::assess(p, secs);
+    let _ = writeln!(
+        out,
+        "  health       {} ({}): {}",
+        verdict.health.word(),
+        verdict.basis.name(),
+        verdict.how
+    );
     let a = &p.alloc;
     let _ = writeln!(
         out,
@@ -291,7 +299,7 @@ fn pools_section(s: &Snapshot, out: &mut String) {
         let _ = writeln!(out, "No ring-size advice: {why}.\n");
     }
     for p in &s.pools {
-        pool_text(p, out);
+        pool_text(p, s.duration_seconds, out);
         out.push('\n');
     }
 }

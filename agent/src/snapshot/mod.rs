@@ -362,6 +362,11 @@ pub struct PoolView {
     /// `pool_release` hook is not attached).
     #[serde(default)]
     pub teardown: Option<TeardownView>,
+    /// Packets its device received over the interval, for the health verdict where nothing
+    /// splits allocations (None: the napi_poll hook is off, or its device is not known or
+    /// received nothing).
+    #[serde(default)]
+    pub device_packets: Option<health::DevicePackets>,
 }
 
 impl PoolView {
@@ -400,6 +405,7 @@ impl PoolView {
             bursts: BurstView::default(),
             advice: None,
             teardown: None,
+            device_packets: None,
         }
     }
 

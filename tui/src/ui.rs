@@ -5,8 +5,12 @@ use ratatui::{
     buffer::Buffer,
     layout::{Alignment, Constraint, Layout, Rect},
     style::{Color, Modifier, Style},
+    symbols::Marker,
     text::{Line, Span},
-    widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Sparkline, Table, TableState, Wrap},
+    widgets::{
+        Axis, Block, Borders, Cell, Chart, Clear, Dataset, GraphType, LegendPosition, Paragraph,
+        Row, Sparkline, Table, TableState, Wrap,
+    },
     Frame,
 };
 
@@ -655,16 +659,143 @@ fn detail(f: &mut Frame, app: &App, area: Rect, system_hidden: bool) {
         text_a,
     );
     if graph_a.height >= 3 {
-        let [spark_a, hist_a] =
+        let [spark_a, rest] =
             Layout::vertical([Constraint::Length(4), Constraint::Min(0)]).areas(graph_a);
         sparklines(f, app, &p.pool, m, spark_a);
-        if let (true, Some(l)) = (wide, &p.slow_path_latency) {
+        if !wide {
+            return;
+        }
+        // Below the sparklines: the slow-path histogram and the advice curve, halves of the
+        // room when the pool has both.
+        let curve = p.advice.as_ref().filter(|a| a.curve.len() >= 2);
+        let (hist_a, curve_a) = match (&p.slow_path_latency, curve) {
+            (Some(_), Some(_)) => {
+                let [h, c] =
+                    Layout::vertical([Constraint::Percentage(45), Constraint::Min(0)]).areas(rest);
+                (h, c)
+            }
+            (None, Some(_)) => (Rect::default(), rest),
+            _ => (rest, Rect::default()),
+        };
+        if let Some(l) = &p.slow_path_latency {
             f.render_widget(
                 Paragraph::new(histogram_lines(l, "slow path nsecs", hist_a.width)),
                 hist_a,
             );
         }
+        if let Some(adv) = curve {
+            advice_chart(f, adv, curve_a);
+        }
     }
+}
+
+/// The advice curve: the predicted recycled share against ring size (log2 axis), with the
+/// memory the rings can hold (scaled to the largest size's) and the target, the current and
+/// recommended sizes marked: what the verdict weighed, at a glance.
+fn advice_chart(f: &mut Frame, adv: &Advice, area: Rect) {
+    if area.height < 7 || area.width < 30 {
+        return;
+    }
+    let x = |n: u32| f64::from(n.max(1)).log2();
+    let (first, last) = (
+        adv.curve[0].ring_size,
+        adv.curve[adv.curve.len() - 1].ring_size,
+    );
+    let recycled: Vec<(f64, f64)> = adv
+        .curve
+        .iter()
+        .map(|c| (x(c.ring_size), c.recycled_rate * 100.0))
+        .collect();
+    let most = adv.curve.iter().map(|c| c.ring_bytes).max().unwrap_or(0);
+    let memory: Vec<(f64, f64)> = if most > 0 {
+        adv.curve
+            .iter()
+            .map(|c| (x(c.ring_size), c.ring_bytes as f64 / most as f64 * 100.0))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let target = [
+        (x(first), adv.target * 100.0),
+        (x(last), adv.target * 100.0),
+    ];
+    let at = |n: u32| {
+        adv.curve
+            .iter()
+            .find(|c| c.ring_size == n)
+            .map(|c| (x(n), c.recycled_rate * 100.0))
+    };
+    let now: Vec<(f64, f64)> = at(adv.current_size).into_iter().collect();
+    let advised: Vec<(f64, f64)> = at(adv.recommended_size)
+        .filter(|_| adv.recommended_size != adv.current_size)
+        .into_iter()
+        .collect();
+    let target = Vec::from(target);
+    let mut sets = vec![
+        dataset("recycled %".into(), Color::Cyan, GraphType::Line, &recycled),
+        dataset(
+            format!("target {:.0}%", adv.target * 100.0),
+            Color::DarkGray,
+            GraphType::Line,
+            &target,
+        ),
+    ];
+    if !memory.is_empty() {
+        sets.push(dataset(
+            format!("memory (100% = {})", fmt::bytes(Some(most))),
+            Color::Magenta,
+            GraphType::Line,
+            &memory,
+        ));
+    }
+    if !now.is_empty() {
+        sets.push(dataset(
+            format!("now {}", adv.current_size),
+            Color::Yellow,
+            GraphType::Scatter,
+            &now,
+        ));
+    }
+    if !advised.is_empty() {
+        sets.push(dataset(
+            format!("advised {}", adv.recommended_size),
+            Color::Green,
+            GraphType::Scatter,
+            &advised,
+        ));
+    }
+    let chart = Chart::new(sets)
+        .block(Block::default().title("advice curve: recycled % by ring size"))
+        .x_axis(
+            Axis::default()
+                .bounds([x(first), x(last)])
+                .labels([first.to_string(), last.to_string()]),
+        )
+        .y_axis(
+            Axis::default()
+                .bounds([0.0, 100.0])
+                .labels(["0", "50", "100"]),
+        )
+        .legend_position(Some(LegendPosition::Left))
+        .hidden_legend_constraints((Constraint::Percentage(60), Constraint::Percentage(70)));
+    f.render_widget(chart, area);
+}
+
+/// A named series of the advice curve: a line, or points drawn as blocks.
+fn dataset(name: String, color: Color, kind: GraphType, data: &[(f64, f64)]) -> Dataset<'_> {
+    let (marker, style) = match kind {
+        GraphType::Scatter => (
+            Marker::Block,
+            Style::default().fg(color).add_modifier(Modifier::BOLD),
+        ),
+        _ => (Marker::Braille, Style::default().fg(color)),
+    };
+    Dataset::default()
+        .name(name)
+        .marker(marker)
+        .graph_type(kind)
+        .style(style)
+        .data(data)
 }
 
 fn site_line(name: &str, v: Option<&SiteView>, secs: f64, value: Option<&str>) -> Line<'static> {

@@ -274,7 +274,20 @@ fn starving_pool_with_grow_advice_80x24() {
 
 #[test]
 fn starving_pool_with_grow_advice_120x40() {
-    insta::assert_snapshot!(frame(&app_with([fleet()]), 120, 40));
+    let text = frame(&app_with([fleet()]), 120, 40);
+    // The detail pane draws the advice curve with the current and recommended sizes on it,
+    // the sizes it spans on its axis.
+    for label in [
+        "advice curve: recycled % by ring size",
+        "now 4096",
+        "advised 16384",
+        "target 99%",
+        "64 ",
+        "16384│",
+    ] {
+        assert!(text.contains(label), "no {label:?} in:\n{text}");
+    }
+    insta::assert_snapshot!(text);
 }
 
 #[test]

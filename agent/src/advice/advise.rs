@@ -33,7 +33,7 @@ use super::simulator::{self as sim, Profile, SimOutcome, SimParams};
 use crate::{
     snapshot::{
         advice::{ms_per_s, queues_text},
-        Advice, Confidence, ConfidenceLevel, Knob, Verdict,
+        Advice, Confidence, ConfidenceLevel, CurvePoint, Knob, Verdict,
     },
     units::{bytes, pct},
 };
@@ -261,7 +261,30 @@ pub fn advise_with(
         knob_text,
         profile_s: secs,
         resize_suspect: None,
+        curve: curve(&replays, ctx, provider),
     }
+}
+
+/// The advice curve: every candidate replayed, and the current size where it is not one.
+fn curve(r: &Replays, ctx: &PoolContext, provider: bool) -> Vec<CurvePoint> {
+    let point = |ring_size: u32, o: &SimOutcome| CurvePoint {
+        ring_size,
+        recycled_rate: o.recycled_rate,
+        ring_bytes: if provider {
+            0
+        } else {
+            u64::from(ring_size)
+                .saturating_mul(ctx.page_bytes)
+                .saturating_mul(u64::from(ctx.queues_on_device.max(1)))
+        },
+    };
+    let mut points: Vec<CurvePoint> = r.runs.iter().map(|(n, o)| point(*n, o)).collect();
+    if !points.iter().any(|p| p.ring_size == ctx.ring_size) {
+        points.push(point(ctx.ring_size, &r.current));
+    }
+    points.extend(r.beyond.iter().map(|(n, o)| point(*n, o)));
+    points.sort_by_key(|p| p.ring_size);
+    points
 }
 
 /// The replays one advice reads: the current size, every candidate, and (only when no
@@ -739,6 +762,21 @@ mod tests {
             .evidence
             .iter()
             .any(|e| e.starts_with("1024 is not enough")));
+        // The curve the verdict weighed: every candidate, the current and recommended sizes
+        // on it with the replays the advice quotes, memory growing with the size.
+        let at = |n: u32| a.curve.iter().find(|c| c.ring_size == n).copied();
+        assert_eq!(
+            a.curve.iter().map(|c| c.ring_size).collect::<Vec<_>>(),
+            sim::candidate_sizes(sim::KERNEL_MAX_RING)
+        );
+        assert_eq!(at(256).unwrap().recycled_rate, a.current.recycled_rate);
+        assert_eq!(at(2048).unwrap().recycled_rate, a.predicted.recycled_rate);
+        assert!(at(1024).unwrap().recycled_rate < 0.99);
+        assert_eq!(at(2048).unwrap().ring_bytes, 2048 * 4096);
+        assert!(a
+            .curve
+            .windows(2)
+            .all(|w| w[0].ring_bytes < w[1].ring_bytes));
     }
 
     #[test]

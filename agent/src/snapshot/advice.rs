@@ -85,6 +85,21 @@ pub struct Advice {
     /// A ring size that explains the measured counters far better than the reported one
     /// (a resize that did not rebuild the pool), when the replay shows one.
     pub resize_suspect: Option<u32>,
+    /// The advice curve: the same profile replayed at each candidate size, smallest first
+    /// (what the verdict weighed: the recycled share against the memory the rings can pin).
+    #[serde(default)]
+    pub curve: Vec<CurvePoint>,
+}
+
+/// One replayed ring size of the advice curve.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CurvePoint {
+    pub ring_size: u32,
+    /// Predicted share of allocations served by a recycled page at this size.
+    pub recycled_rate: f64,
+    /// Memory the rings of every queue the knob changes can hold at this size (page size ×
+    /// size × queues); 0 for a zero-copy provider, whose buffers the dmabuf pins anyway.
+    pub ring_bytes: u64,
 }
 
 pub(crate) fn signed_bytes(b: i64) -> String {

@@ -15,7 +15,7 @@ pub use hooks::{
 mod netlink;
 pub use netlink::{NetlinkPoolStats, NetlinkPoolView, NetlinkSourceView};
 pub(crate) mod advice;
-pub use advice::{Advice, Confidence, ConfidenceLevel, Knob, SimOutcome, Verdict};
+pub use advice::{Advice, Confidence, ConfidenceLevel, CurvePoint, Knob, SimOutcome, Verdict};
 
 /// NAPI polling of one device over an interval.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -10,7 +10,7 @@ use std::{
 
 mod logging;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use ppscope::{
     advice,
@@ -127,6 +127,10 @@ struct DiagnoseArgs {
     /// Print JSON (stable layout, see README) instead of text.
     #[arg(long)]
     json: bool,
+    /// Also write the report as one self-contained HTML page (verdict, timeline, histograms,
+    /// advice curve) to attach to a ticket.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
     /// Only pools of this interface.
     #[arg(long)]
     dev: Option<String>,
@@ -207,6 +211,9 @@ struct SimulateArgs {
     target: f64,
     #[arg(long)]
     json: bool,
+    /// Also write the advice as one self-contained HTML page (its curve, its evidence).
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -278,6 +285,8 @@ enum LabCommand {
 }
 
 fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
+    // A path that cannot be written is said before the window, not after it.
+    let html = opts.html.as_deref().map(HtmlFile::create).transpose()?;
     let snap = match &opts.replay {
         Some(path) => source::replay::diagnose(
             &recording::Recording::read(path)?,
@@ -313,12 +322,61 @@ fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
             )?
         }
     };
+    if let Some(file) = html {
+        file.finish(&report::html::diagnose(&snap))?;
+    }
     let out = if opts.json {
         serde_json::to_string_pretty(&report::json(&snap))? + "\n"
     } else {
         report::text(&snap)
     };
     print_out(&out)
+}
+
+/// An HTML report being written: created before the work (a bad path fails first), filled
+/// and moved into place at the end, so a reader never sees half a page.
+struct HtmlFile {
+    path: PathBuf,
+    tmp: PathBuf,
+    file: Option<std::fs::File>,
+}
+
+impl HtmlFile {
+    fn create(path: &std::path::Path) -> Result<Self> {
+        let name = path
+            .file_name()
+            .with_context(|| format!("--html {}: not a file name", path.display()))?;
+        let mut tmp_name = std::ffi::OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(".tmp");
+        let tmp = path.with_file_name(tmp_name);
+        let file = std::fs::File::create(&tmp)
+            .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            tmp,
+            file: Some(file),
+        })
+    }
+
+    fn finish(mut self, html: &str) -> Result<()> {
+        let mut file = self.file.take().expect("finished once");
+        file.write_all(html.as_bytes())
+            .and_then(|()| file.sync_all())
+            .and_then(|()| std::fs::rename(&self.tmp, &self.path))
+            .with_context(|| format!("cannot write the HTML report to {}", self.path.display()))?;
+        log::info!("wrote the HTML report to {}", self.path.display());
+        Ok(())
+    }
+}
+
+impl Drop for HtmlFile {
+    fn drop(&mut self) {
+        // Not finished (an error, or the rename failed): no half-written page left behind.
+        if self.file.is_some() || self.tmp.exists() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 /// `ppscope top`: picks the source; the dashboard does not know which one feeds it.
@@ -364,6 +422,7 @@ fn top(opts: &TopArgs) -> Result<()> {
 
 fn simulate_cmd(opts: &SimulateArgs) -> Result<()> {
     use report::simulate;
+    let html = opts.html.as_deref().map(HtmlFile::create).transpose()?;
     let results = match (&opts.scenario, &opts.replay) {
         (Some(name), None) => simulate::scenario(name, opts.target)?,
         (None, Some(path)) => {
@@ -373,6 +432,9 @@ fn simulate_cmd(opts: &SimulateArgs) -> Result<()> {
         }
         _ => unreachable!("clap requires one of --scenario and --replay"),
     };
+    if let Some(file) = html {
+        file.finish(&report::html::simulate(&results))?;
+    }
     let out = if opts.json {
         serde_json::to_string_pretty(&simulate::json(&results))? + "\n"
     } else {

@@ -139,6 +139,7 @@ pub const PACKAGES: &[DebPackage] = &[
     deb("binutils",                Bookworm,  None,          "strip for the lab binaries"),
     deb("bpftrace",                Bookworm,  None,          "the benchmarks' comparison (copied into the VM lab with its libraries)"),
     deb("libbpf-tools",            Bookworm,  None,          "funclatency, the benchmarks' slow-path latency comparison"),
+    deb("chromium",                Bookworm,  None,          "headless Chromium renders the HTML report to a PNG in its test"),
     deb("qemu-system-x86",         Backports, Some("1:10"),  "the VM lab (>= 10; bookworm's 7.2 is too old)"),
 ];
 

@@ -656,6 +656,54 @@ fn bursty_run(rx_queue_size: u16, resize_rx: u16) -> (Value, Value, String) {
     (diag, sim, out.output)
 }
 
+/// Writes the lab's HTML report under target/tmp and has headless chromium parse and paint
+/// it: the starving verdict, the timeline's chain and the advice curve with both sizes marked.
+fn report_renders(html: &str) {
+    let page =
+        std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("vm-starved-virtio-report.html");
+    std::fs::write(&page, html).unwrap();
+    let chromium = |args: &[&str]| {
+        std::process::Command::new("chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+            ])
+            .args(args)
+            .arg(format!("file://{}", page.display()))
+            .output()
+            .expect("chromium (installed by `cargo xtask setup`)")
+    };
+    let dom = String::from_utf8_lossy(&chromium(&["--dump-dom"]).stdout).into_owned();
+    for part in [
+        "class=\"verdict starving\"",
+        "class=\"series slow\"",
+        "class=\"series ring_full\"",
+        "class=\"series napi_full_budget\"",
+        "class=\"curve\"",
+        "class=\"current\"",
+        "class=\"recommended\"",
+    ] {
+        assert!(
+            dom.contains(part),
+            "no {part} in the report chromium parsed:\n{dom}"
+        );
+    }
+    let png = page.with_extension("png");
+    let _ = std::fs::remove_file(&png);
+    chromium(&[
+        &format!("--screenshot={}", png.display()),
+        "--window-size=900,1800",
+    ]);
+    let painted = std::fs::metadata(&png).map_or(0, |m| m.len());
+    assert!(
+        painted > 20_000,
+        "chromium painted {painted} bytes of {}",
+        png.display()
+    );
+}
+
 /// Per page: the share of allocations served by a recycled page, as measured.
 fn measured_recycled(diag: &Value) -> f64 {
     let pools = pools_named(diag, "vnet1");
@@ -669,6 +717,9 @@ fn measured_recycled(diag: &Value) -> f64 {
 fn vm_advice_for_a_starved_virtio_pool_holds_when_applied() {
     // A small vring starved by a receiver that stalls and drains.
     let (diag, sim, output) = bursty_run(256, 0);
+    // The report a person attaches to a ticket, from that recording: a browser parses and
+    // paints the verdict, the chain and the curve (the README's picture is this page).
+    report_renders(section(&output, "html"));
     let before = measured_recycled(&diag);
     let result = sim["results"]
         .as_array()

@@ -39,4 +39,7 @@ echo "@@workload"; cat /tmp/recv.txt /tmp/send.txt
 echo "@@live"; cat /tmp/live.json
 echo "@@diagnose"; ppscope diagnose --replay /tmp/lab.rec --json --dev vnet1
 echo "@@simulate"; ppscope simulate --replay /tmp/lab.rec --dev vnet1 --json
+# The report a person attaches to a ticket, from the same recording (the host renders it).
+ppscope diagnose --replay /tmp/lab.rec --dev vnet1 --interval 250ms --html /tmp/lab.html >/dev/null
+echo "@@html"; cat /tmp/lab.html
 echo "@@end"

@@ -1,6 +1,8 @@
 //! The command-line faces for people (and scripts): `diagnose` text and JSON ([`text`],
-//! [`json`]), `doctor` ([`doctor`]) and `simulate` ([`simulate`]).
+//! [`json`]), `doctor` ([`doctor`]), `simulate` ([`simulate`]) and the HTML report of
+//! `diagnose --html` and `simulate --html` ([`html`]).
 pub mod doctor;
+pub mod html;
 pub mod json;
 pub mod simulate;
 pub mod text;

@@ -322,60 +322,82 @@ fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
             )?
         }
     };
-    if let Some(file) = html {
-        file.finish(&report::html::diagnose(&snap))?;
-    }
     let out = if opts.json {
         serde_json::to_string_pretty(&report::json(&snap))? + "\n"
     } else {
         report::text(&snap)
     };
-    print_out(&out)
+    // The text first: if the page cannot be written, the window's report is not lost.
+    print_out(&out)?;
+    match html {
+        Some(file) => file.finish(&report::html::diagnose(&snap)),
+        None => Ok(()),
+    }
 }
 
-/// An HTML report being written: created before the work (a bad path fails first), filled
-/// and moved into place at the end, so a reader never sees half a page.
+/// An HTML report being written: a temporary file made beside it before the work (a path
+/// that cannot be written fails first), filled and moved into place at the end, so a reader
+/// never sees half a page and a failed run leaves nothing behind (tempfile removes it).
 struct HtmlFile {
     path: PathBuf,
-    tmp: PathBuf,
-    file: Option<std::fs::File>,
+    tmp: tempfile::NamedTempFile,
 }
 
 impl HtmlFile {
+    /// A path that cannot take the report is a bad argument (exit 2), said before any work.
     fn create(path: &std::path::Path) -> Result<Self> {
-        let name = path
-            .file_name()
-            .with_context(|| format!("--html {}: not a file name", path.display()))?;
-        let mut tmp_name = std::ffi::OsString::from(".");
-        tmp_name.push(name);
-        tmp_name.push(".tmp");
-        let tmp = path.with_file_name(tmp_name);
-        let file = std::fs::File::create(&tmp)
-            .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;
+        if path.is_dir() {
+            return Err(BadArgument(format!(
+                "--html {}: a directory, not a file",
+                path.display()
+            ))
+            .into());
+        }
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => std::path::Path::new("."),
+        };
+        // Made new (never an existing file or link followed) in the report's directory, so
+        // the final rename stays on one file system; readable by all, like any page meant
+        // to be shared (tempfile's own default is the owner only).
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::Builder::new()
+            .prefix(".ppscope-report-")
+            .suffix(".tmp")
+            .permissions(std::fs::Permissions::from_mode(0o644))
+            .tempfile_in(dir)
+            .map_err(|e| {
+                let why = if dir.is_dir() {
+                    // The OS's reason (permissions, a read-only file system), without
+                    // tempfile's name for the file it tried.
+                    std::io::Error::from(e.kind()).to_string()
+                } else {
+                    "no such directory".into()
+                };
+                BadArgument(format!(
+                    "--html {}: cannot create a file in {}: {why}",
+                    path.display(),
+                    dir.display(),
+                ))
+            })?;
         Ok(Self {
             path: path.to_path_buf(),
             tmp,
-            file: Some(file),
         })
     }
 
     fn finish(mut self, html: &str) -> Result<()> {
-        let mut file = self.file.take().expect("finished once");
-        file.write_all(html.as_bytes())
-            .and_then(|()| file.sync_all())
-            .and_then(|()| std::fs::rename(&self.tmp, &self.path))
-            .with_context(|| format!("cannot write the HTML report to {}", self.path.display()))?;
+        let cannot = || format!("cannot write the HTML report to {}", self.path.display());
+        self.tmp
+            .write_all(html.as_bytes())
+            .and_then(|()| self.tmp.as_file().sync_all())
+            .with_context(cannot)?;
+        self.tmp
+            .persist(&self.path)
+            .map_err(|e| e.error)
+            .with_context(cannot)?;
         log::info!("wrote the HTML report to {}", self.path.display());
         Ok(())
-    }
-}
-
-impl Drop for HtmlFile {
-    fn drop(&mut self) {
-        // Not finished (an error, or the rename failed): no half-written page left behind.
-        if self.file.is_some() || self.tmp.exists() {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
     }
 }
 
@@ -432,15 +454,16 @@ fn simulate_cmd(opts: &SimulateArgs) -> Result<()> {
         }
         _ => unreachable!("clap requires one of --scenario and --replay"),
     };
-    if let Some(file) = html {
-        file.finish(&report::html::simulate(&results))?;
-    }
     let out = if opts.json {
         serde_json::to_string_pretty(&simulate::json(&results))? + "\n"
     } else {
         simulate::text(&results)
     };
-    print_out(&out)
+    print_out(&out)?;
+    match html {
+        Some(file) => file.finish(&report::html::simulate(&results)),
+        None => Ok(()),
+    }
 }
 
 fn agent_cmd(opts: &AgentArgs) -> Result<()> {

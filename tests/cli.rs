@@ -88,6 +88,31 @@ fn flags_a_replay_cannot_honour_are_refused() {
 }
 
 #[test]
+fn an_html_report_that_cannot_be_written_is_said_before_the_work() {
+    let dir = std::env::temp_dir();
+    refused(
+        &[
+            "simulate",
+            "--scenario",
+            "healthy",
+            "--html",
+            dir.to_str().unwrap(),
+        ],
+        "a directory, not a file",
+    );
+    refused(
+        &[
+            "diagnose",
+            "--duration",
+            "1h",
+            "--html",
+            "/ppscope-no-such-dir/report.html",
+        ],
+        "cannot create a file in /ppscope-no-such-dir: no such directory",
+    );
+}
+
+#[test]
 fn a_device_that_does_not_exist_is_said_before_anything_loads() {
     refused(
         &["diagnose", "--dev", "ppscope-none0", "--duration", "1s"],

@@ -195,6 +195,9 @@ fn pool_section(snap: &Snapshot, p: &PoolView, out: &mut String) {
             .map_or("?".to_string(), |b| bytes(b).to_string()),
     );
     match p.ifname.as_deref() {
+        None => {
+            out.push_str("<p class=\"unknown\">No timeline: the pool's device is not known.</p>\n")
+        }
         Some(dev) if !snap.timeline.is_empty() => {
             let _ = writeln!(
                 out,
@@ -208,9 +211,11 @@ fn pool_section(snap: &Snapshot, p: &PoolView, out: &mut String) {
     if let Some(l) = &p.slow_path_latency {
         histogram_svg(l, "slow-path latency", out);
     }
-    if let Some(adv) = p.advice.as_ref().filter(|a| a.curve.len() >= 2) {
-        out.push_str("<h3>Advice curve</h3>\n");
-        curve_svg(adv, out);
+    if let Some(adv) = &p.advice {
+        if adv.curve.len() >= 2 {
+            out.push_str("<h3>Advice curve</h3>\n");
+            curve_svg(adv, out);
+        }
         evidence(adv, out);
     }
 }
@@ -228,47 +233,77 @@ fn evidence(adv: &Advice, out: &mut String) {
     );
 }
 
-/// The rows of the timeline, in the order of the chain, each with where it comes from in a
-/// step: the better figure where both are known.
-type Row = (&'static str, &'static str, fn(&DeviceStep) -> Option<u64>);
+/// The rows of the timeline, in the order of the chain: name, class, colour, and the figure of
+/// a step (the better one where both are known).
+type Row = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&DeviceStep) -> Option<u64>,
+);
 const ROWS: &[Row] = &[
-    ("allocations", "alloc", |d| d.allocs),
-    ("slow path (fresh pages)", "slow", |d| d.slow.or(d.pages_in)),
-    ("ring-full returns", "ring_full", |d| {
+    ("allocations", "alloc", "#1565c0", |d| d.allocs),
+    ("slow path (fresh pages)", "slow", "#c62828", |d| {
+        d.slow.or(d.pages_in)
+    }),
+    ("ring-full returns", "ring_full", "#e07000", |d| {
         d.ring_full.or(d.pages_out)
     }),
-    ("NAPI full-budget polls", "napi_full_budget", |d| {
-        d.napi_full_budget
-    }),
-    ("drops", "drops", |d| d.drops),
+    (
+        "NAPI full-budget polls",
+        "napi_full_budget",
+        "#6a1b9a",
+        |d| d.napi_full_budget,
+    ),
+    ("drops", "drops", "#c62828", |d| d.drops),
 ];
 
-/// The device's steps as one panel per row, on one time axis.
+/// The device's steps as one panel per row on one time axis, each step a bar over its own
+/// span: the timeline keeps only steps where something moved, so a quiet stretch is a gap,
+/// not a line drawn across it.
 fn timeline_svg(steps: &[TimelineStep], dev: &str, out: &mut String) {
     const PANEL: f64 = 56.0;
     const GAP: f64 = 10.0;
-    let points: Vec<(f64, Option<&DeviceStep>)> = steps
+    let points: Vec<(f64, &DeviceStep)> = steps
         .iter()
-        .map(|s| {
-            (
-                s.t,
-                s.devices.iter().find(|d| d.ifname.as_deref() == Some(dev)),
-            )
+        .filter_map(|s| {
+            let d = s
+                .devices
+                .iter()
+                .find(|d| d.ifname.as_deref() == Some(dev))?;
+            Some((s.t, d))
         })
         .collect();
-    let t_end = points.iter().map(|p| p.0).fold(0.0, f64::max).max(1e-9);
+    if points.is_empty() {
+        let _ = writeln!(
+            out,
+            "<p class=\"unknown\">Nothing moved on {} in any step of the timeline.</p>",
+            esc(dev)
+        );
+        return;
+    }
+    // A step's length: the shortest gap between the ends of two kept steps (or from the
+    // window's start to the first), since the steps between them were quiet.
+    let mut step = points[0].0;
+    for w in steps.windows(2) {
+        let gap = w[1].t - w[0].t;
+        if gap > 0.0 && gap < step {
+            step = gap;
+        }
+    }
+    let step = step.max(1e-9);
+    let t_end = steps.iter().map(|s| s.t).fold(0.0, f64::max).max(step);
     let h = ROWS.len() as f64 * (PANEL + GAP) + 24.0;
-    let x = |t: f64| LEFT + t / t_end * (W - LEFT - RIGHT);
+    let x = |t: f64| LEFT + t.max(0.0) / t_end * (W - LEFT - RIGHT);
     let _ = writeln!(
         out,
         "<svg class=\"timeline\" viewBox=\"0 0 {W} {h}\" role=\"img\" aria-label=\"timeline of {}\">",
         esc(dev)
     );
-    for (i, (name, class, get)) in ROWS.iter().enumerate() {
+    for (i, (name, class, color, get)) in ROWS.iter().enumerate() {
         let top = i as f64 * (PANEL + GAP);
         let bottom = top + PANEL;
-        let values: Vec<(f64, Option<u64>)> =
-            points.iter().map(|(t, d)| (*t, d.and_then(get))).collect();
+        let values: Vec<(f64, Option<u64>)> = points.iter().map(|(t, d)| (*t, get(d))).collect();
         let max = values.iter().filter_map(|v| v.1).max();
         let _ = write!(
             out,
@@ -286,22 +321,24 @@ fn timeline_svg(steps: &[TimelineStep], dev: &str, out: &mut String) {
             );
             continue;
         };
-        let y = |v: u64| bottom - (v as f64 / max.max(1) as f64) * (PANEL - 6.0);
-        let line: Vec<String> = values
-            .iter()
-            .map(|(t, v)| format!("{:.1},{:.1}", x(*t), y(v.unwrap_or(0))))
-            .collect();
-        let color = match *class {
-            "slow" | "drops" => "#c62828",
-            "ring_full" => "#e07000",
-            "napi_full_budget" => "#6a1b9a",
-            _ => "#1565c0",
-        };
+        let _ = write!(out, "<g class=\"series {class}\" fill=\"{color}\">");
+        for (t, v) in &values {
+            let v = v.unwrap_or(0);
+            if v == 0 {
+                continue;
+            }
+            let bh = v as f64 / max as f64 * (PANEL - 6.0);
+            let (x0, x1) = (x(t - step), x(*t));
+            let _ = write!(
+                out,
+                "<rect x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{bh:.1}\"><title>{v} in the step ending at {t:.2} s</title></rect>",
+                bottom - bh,
+                (x1 - x0 - 0.5).max(1.0)
+            );
+        }
         let _ = writeln!(
             out,
-            "<polyline class=\"series {class}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"1.6\" points=\"{}\"/>\
-             <text x=\"{:.1}\" y=\"{:.1}\">{max}</text>",
-            line.join(" "),
+            "</g><text x=\"{:.1}\" y=\"{:.1}\">{max}</text>",
             W - RIGHT + 4.0,
             top + 10.0
         );
@@ -361,7 +398,7 @@ fn histogram_svg(l: &Latency, name: &str, out: &mut String) {
                 "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">&lt;{}</text>",
                 x + bw / 2.0,
                 H + 14.0,
-                duration_ns(1u64 << (first + i + 1).min(63))
+                duration_ns(1u64.checked_shl((first + i + 1) as u32).unwrap_or(u64::MAX))
             );
         }
     }

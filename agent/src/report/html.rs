@@ -16,7 +16,7 @@ use crate::{
         health::{self, Health},
         Advice, DeviceStep, Latency, PoolView, Snapshot, TimelineStep,
     },
-    units::bytes,
+    units::{bytes, pct_or_unknown},
 };
 
 /// Width of every chart, in SVG user units (the page scales it).
@@ -175,7 +175,6 @@ fn pool_section(snap: &Snapshot, p: &PoolView, out: &mut String) {
         esc(&p.pool)
     );
     let cell = |v: Option<u64>| v.map_or("?".to_string(), |v| v.to_string());
-    let rate = |v: Option<f64>| v.map_or("?".to_string(), |r| format!("{:.1}%", r * 100.0));
     let _ = writeln!(
         out,
         "<table class=\"figures\"><tr><th>pool_size / ring</th><td>{} / {}</td>\
@@ -186,7 +185,7 @@ fn pool_section(snap: &Snapshot, p: &PoolView, out: &mut String) {
         cell(p.ring_size.map(u64::from)),
         cell(p.alloc.total),
         cell(p.alloc.slow),
-        rate(p.ring_hit_rate),
+        pct_or_unknown(p.ring_hit_rate),
         cell(p.recycle.total),
         cell(p.recycle.ring_full),
         cell(p.pages.allocated),

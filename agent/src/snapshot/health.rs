@@ -18,6 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Knob, PoolView, Verdict};
+use crate::units::pct;
 
 /// Worst last, so `max` is the worst pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -197,10 +198,6 @@ fn packets_state(p: &PoolView) -> &'static str {
     } else {
         "no packet count for its device (the napi_poll hook is off at --detail light; `--detail full` turns it on)"
     }
-}
-
-fn pct(x: f64) -> String {
-    format!("{:.1}%", x * 100.0)
 }
 
 /// One of three levels from `x` and the two thresholds, higher worse.

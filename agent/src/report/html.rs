@@ -80,8 +80,7 @@ fn health_class(h: Health) -> &'static str {
 }
 
 /// One pool's verdict box: its health with how it was reached, and its advice with the knob.
-fn verdict_box(p: &PoolView, secs: f64, out: &mut String) {
-    let a = health::assess(p, secs);
+fn verdict_box(p: &PoolView, a: &health::Assessment, out: &mut String) {
     let _ = write!(
         out,
         "<div class=\"verdict {}\" id=\"verdict-{}\"><span class=\"word\">{}</span><b>{}</b> \
@@ -109,8 +108,12 @@ pub fn diagnose(snap: &Snapshot) -> String {
     let secs = snap.duration_seconds;
     let mut body = String::new();
     // Worst first: the pool in trouble is the first thing read.
-    let mut pools: Vec<&PoolView> = snap.pools.iter().collect();
-    pools.sort_by_key(|p| std::cmp::Reverse(health::health(p, secs)));
+    let mut pools: Vec<(&PoolView, health::Assessment)> = snap
+        .pools
+        .iter()
+        .map(|p| (p, health::assess(p, secs)))
+        .collect();
+    pools.sort_by_key(|(_, a)| std::cmp::Reverse(a.health));
     body.push_str("<h2 id=\"verdict\">Verdict</h2>\n");
     if pools.is_empty() {
         body.push_str(
@@ -120,10 +123,10 @@ pub fn diagnose(snap: &Snapshot) -> String {
     if let Some(why) = snap.advice_unavailable() {
         let _ = writeln!(body, "<p>No ring-size advice: {}.</p>", esc(why));
     }
-    for p in &pools {
-        verdict_box(p, secs, &mut body);
+    for (p, a) in &pools {
+        verdict_box(p, a, &mut body);
     }
-    for p in &pools {
+    for (p, _) in &pools {
         pool_section(snap, p, &mut body);
     }
     if let Some(dm) = &snap.devmem {

@@ -9,9 +9,10 @@ use std::{
 };
 
 mod logging;
+mod manual;
 
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use ppscope::{
     advice,
     export::agent::{self as agent, AgentOptions},
@@ -25,7 +26,7 @@ use ppscope::{
 #[derive(Parser)]
 #[command(
     name = "ppscope",
-    version,
+    version = VERSION,
     about = "See the Linux page_pool: ring hit rates, slow path, recycling"
 )]
 struct Cli {
@@ -43,7 +44,10 @@ impl Cli {
             Command::Record(a) => &a.probe,
             Command::Agent(a) => &a.probe,
             Command::Doctor { probe, .. } => probe,
-            Command::Simulate(_) | Command::Lab { .. } => return false,
+            Command::Simulate(_)
+            | Command::Completions { .. }
+            | Command::ManPages { .. }
+            | Command::Lab { .. } => return false,
         };
         probe.bpf_log
     }
@@ -269,6 +273,14 @@ enum Command {
         #[command(flatten)]
         probe: ProbeArgs,
     },
+    /// Print the shell completion script for SHELL (the package installs bash, zsh and fish's).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages, ppscope.1 and one per command, into DIR (`cargo xtask package`).
+    #[command(hide = true)]
+    ManPages { dir: PathBuf },
     /// Lab helpers (used by the VM lab and tests).
     #[command(hide = true)]
     Lab {
@@ -572,8 +584,32 @@ fn usage_sentence(e: &clap::Error) -> String {
     lines.join(" ").trim_start_matches("error: ").to_string()
 }
 
+/// `ppscope -V`: the version and the commit it was built from (build.rs).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("PPSCOPE_COMMIT"), ")");
+
+/// `ppscope --version`: also what of the kernel this build is made to use.
+fn long_version() -> String {
+    let mut text = format!(
+        "{}\ncommit: {}\nbuilt to use:",
+        env!("CARGO_PKG_VERSION"),
+        env!("PPSCOPE_COMMIT")
+    );
+    for line in ppscope::probes::build_features() {
+        text.push_str("\n  ");
+        text.push_str(&line);
+    }
+    text
+}
+
+/// The command line's definition, as parsing, completions and man pages all see it.
+fn cli_definition() -> clap::Command {
+    Cli::command().long_version(long_version())
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::try_parse();
+    let cli = cli_definition()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m));
     logging::init(cli.as_ref().is_ok_and(Cli::bpf_log));
     let cli = match cli {
         Ok(cli) => cli,
@@ -594,6 +630,10 @@ fn main() -> ExitCode {
         Command::Simulate(args) => simulate_cmd(&args),
         Command::Agent(args) => agent_cmd(&args),
         Command::Doctor { json, probe } => doctor(json, &probe),
+        Command::Completions { shell } => {
+            manual::completions(shell, cli_definition(), &mut io::stdout().lock())
+        }
+        Command::ManPages { dir } => manual::man_pages(cli_definition(), &dir),
         Command::Lab {
             command: LabCommand::Xdp { dev },
         } => lab::attach_xdp_pass(&dev).map(|_held| {

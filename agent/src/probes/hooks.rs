@@ -418,6 +418,41 @@ pub(super) fn all_programs(def: &HookDef) -> Vec<&'static str> {
     progs
 }
 
+/// What this build was made to use of the kernel, one line each, for `ppscope --version`:
+/// how many hooks each attach kind serves (the hook table above is what the eBPF object
+/// holds programs for), the tracepoints, the modules hooked when loaded. Run time decides
+/// what of it a kernel accepts (`ppscope doctor`).
+pub fn build_features() -> Vec<String> {
+    let hooks = HOOKS.len();
+    let served = |has: fn(&HookDef) -> bool| HOOKS.iter().filter(|d| has(d)).count();
+    let tracepoints: Vec<String> = HOOKS
+        .iter()
+        .filter_map(|d| d.tracepoint.as_ref())
+        .map(|t| format!("{}:{}", t.category, t.name))
+        .collect();
+    let mut modules: Vec<&str> = HOOKS.iter().filter_map(|d| d.module).collect();
+    modules.sort_unstable();
+    modules.dedup();
+    vec![
+        "BTF (/sys/kernel/btf/vmlinux): field offsets and signatures, read at run time".into(),
+        format!(
+            "fentry/fexit: {} of {hooks} hooks",
+            served(|d| d.fentry.is_some())
+        ),
+        format!(
+            "kprobe/kretprobe: {} of {hooks} hooks",
+            served(|d| d.kprobe.is_some())
+        ),
+        format!(
+            "tracepoints (tp_btf, raw): {} of {hooks} hooks: {}",
+            tracepoints.len(),
+            tracepoints.join(", ")
+        ),
+        format!("kernel modules hooked when loaded: {}", modules.join(", ")),
+        "netlink page-pool family: pools, inflight memory and their own stats".into(),
+    ]
+}
+
 /// Whether `detail` leaves this hook off: `light` leaves every frequent hook off.
 pub(super) fn left_off(def: &HookDef, detail: Detail) -> bool {
     def.frequent && detail == Detail::Light
@@ -442,6 +477,42 @@ mod tests {
 
     use super::*;
     use crate::{probes::EBPF_OBJECT, snapshot::ProfileBasis};
+
+    #[test]
+    fn build_features_name_every_attach_kind_and_tracepoint() {
+        let lines = build_features();
+        let text = lines.join("\n");
+        let of = |kind: &str| {
+            let line = lines.iter().find(|l| l.starts_with(kind)).unwrap();
+            let n: usize = line[kind.len()..]
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(
+                line.contains(&format!("of {} hooks", HOOKS.len())),
+                "{line}"
+            );
+            n
+        };
+        assert_eq!(
+            of("fentry/fexit: "),
+            HOOKS.iter().filter(|d| d.fentry.is_some()).count()
+        );
+        assert_eq!(
+            of("kprobe/kretprobe: "),
+            HOOKS.iter().filter(|d| d.kprobe.is_some()).count()
+        );
+        for tp in [
+            "page_pool:page_pool_release",
+            "napi:napi_poll",
+            "skb:kfree_skb",
+        ] {
+            assert!(text.contains(tp), "{text}");
+        }
+        assert!(text.contains("hooked when loaded: gve"), "{text}");
+    }
 
     #[test]
     fn hook_table_programs_are_all_in_the_built_object() {

@@ -37,6 +37,7 @@ mod modules;
 mod read;
 
 use attach::{attach_hook, load_error, unload_all, AttachContext, HookPrograms};
+pub use hooks::build_features;
 use hooks::{programs_of, HOOKS};
 use kept::KeptRecords;
 use modules::{hooked_modules, loaded_modules, module_generation, ModuleGeneration};

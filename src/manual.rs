@@ -1,0 +1,43 @@
+//! What is generated from the command line's definition for a package: shell completions and
+//! man pages (section 1), so they can never disagree with `--help`.
+use std::{fs, io::Write, path::Path};
+
+use anyhow::{Context, Result};
+
+/// The completion script for `shell`, as the shell's completion system loads it.
+pub fn completions(
+    shell: clap_complete::Shell,
+    mut cli: clap::Command,
+    out: &mut dyn Write,
+) -> Result<()> {
+    clap_complete::generate(shell, &mut cli, "ppscope", out);
+    Ok(())
+}
+
+/// `ppscope.1` and `ppscope-COMMAND.1` for every command `--help` lists, into `dir`.
+/// Returns nothing but errors: which file could not be written.
+pub fn man_pages(cli: clap::Command, dir: &Path) -> Result<()> {
+    fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut cli = cli;
+    // Sets every subcommand's `bin_name` ("ppscope top"), which their pages' synopses show.
+    cli.build();
+    write_page(&cli, "ppscope", dir)?;
+    for sub in cli
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+    {
+        // The main page's SUBCOMMANDS section refers to each as ppscope-NAME(1).
+        let name = format!("ppscope-{}", sub.get_name());
+        write_page(&sub.clone().name(name.clone()), &name, dir)?;
+    }
+    Ok(())
+}
+
+fn write_page(cmd: &clap::Command, name: &str, dir: &Path) -> Result<()> {
+    let path = dir.join(format!("{name}.1"));
+    let mut page = Vec::new();
+    clap_mangen::Man::new(cmd.clone())
+        .render(&mut page)
+        .with_context(|| format!("cannot render {name}(1)"))?;
+    fs::write(&path, page).with_context(|| format!("cannot write {}", path.display()))
+}

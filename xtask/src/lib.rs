@@ -4,6 +4,7 @@
 //! and read what ran inside it.
 
 pub mod bench;
+pub mod package;
 pub mod setup;
 pub mod soak;
 pub mod test;

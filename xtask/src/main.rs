@@ -19,6 +19,8 @@ enum Command {
     Soak(xtask::soak::SoakArgs),
     /// Run the overhead benchmarks and write BENCHMARKS.md (see the README, "Benchmarks").
     Bench(xtask::bench::BenchArgs),
+    /// Build the Debian package (target/debian/ppscope_VERSION-1_amd64.deb) with cargo-deb.
+    Package(xtask::package::PackageArgs),
     /// Set up, build and run ppscope with the given arguments (default: `diagnose`).
     Run {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -47,6 +49,7 @@ fn main() {
         Command::Vm(args) => xtask::vm::main(args),
         Command::Soak(args) => xtask::soak::run(&args),
         Command::Bench(args) => xtask::bench::run(&args),
+        Command::Package(args) => xtask::package::run(&args),
         Command::Run { args } => run_ppscope(args),
     };
     match result {

@@ -37,6 +37,8 @@ pub const CARGO_FUZZ_VERSION: &str = "~0.13";
 /// The cargo-deny series `cargo xtask test` checks the dependency graph with (the newest; it
 /// needs rustc 1.88).
 pub const CARGO_DENY_VERSION: &str = "~0.20";
+/// The cargo-deb series `cargo xtask package` is written for (its `[package.metadata.deb]`).
+pub const CARGO_DEB_VERSION: &str = "~3.8";
 
 /// The apt source setup writes when no configured source provides bookworm-backports.
 pub const BACKPORTS_FILE: &str = "/etc/apt/sources.list.d/ppscope-bookworm-backports.sources";
@@ -140,6 +142,9 @@ pub const PACKAGES: &[DebPackage] = &[
     deb("bpftrace",                Bookworm,  None,          "the benchmarks' comparison (copied into the VM lab with its libraries)"),
     deb("libbpf-tools",            Bookworm,  None,          "funclatency, the benchmarks' slow-path latency comparison"),
     deb("chromium",                Bookworm,  None,          "headless Chromium renders the HTML report to a PNG in its test"),
+    deb("lintian",                 Bookworm,  None,          "judges the Debian package `cargo xtask package` builds"),
+    deb("mmdebstrap",              Bookworm,  None,          "a clean Debian chroot the package test installs into"),
+    deb("dpkg-dev",                Bookworm,  None,          "dpkg-shlibdeps: the package's library dependencies"),
     deb("qemu-system-x86",         Backports, Some("1:10"),  "the VM lab (>= 10; bookworm's 7.2 is too old)"),
 ];
 
@@ -260,7 +265,7 @@ pub fn run(args: &SetupArgs) -> Result<i32> {
         apt_updated: false,
     };
     let start = Instant::now();
-    let steps: [(&str, StepFn); 6] = [
+    let steps: [(&str, StepFn); 7] = [
         ("system is Debian 12 (bookworm)", Setup::step_system),
         (
             "apt source bookworm-backports",
@@ -270,6 +275,7 @@ pub fn run(args: &SetupArgs) -> Result<i32> {
         ("bpf-linker 0.13 (LLVM 22)", Setup::step_bpf_linker),
         ("cargo-fuzz (reliability suite)", Setup::step_cargo_fuzz),
         ("cargo-deny (dependency policy)", Setup::step_cargo_deny),
+        ("cargo-deb (cargo xtask package)", Setup::step_cargo_deb),
     ];
     for (name, step) in steps {
         let outcome = step(&mut setup);
@@ -622,7 +628,7 @@ pub struct CargoTool {
 }
 
 /// The cargo subcommands the tests need, in the order setup installs them.
-pub const CARGO_TOOLS: [CargoTool; 2] = [
+pub const CARGO_TOOLS: [CargoTool; 3] = [
     CargoTool {
         krate: "cargo-fuzz",
         version: CARGO_FUZZ_VERSION,
@@ -632,6 +638,11 @@ pub const CARGO_TOOLS: [CargoTool; 2] = [
         krate: "cargo-deny",
         version: CARGO_DENY_VERSION,
         why: "licenses, bans and sources of every dependency (deny.toml)",
+    },
+    CargoTool {
+        krate: "cargo-deb",
+        version: CARGO_DEB_VERSION,
+        why: "builds the Debian package (`cargo xtask package`)",
     },
 ];
 
@@ -689,6 +700,10 @@ impl Setup {
 
     fn step_cargo_deny(&mut self) -> Result<Outcome, Failure> {
         self.step_cargo_tool(&CARGO_TOOLS[1])
+    }
+
+    fn step_cargo_deb(&mut self) -> Result<Outcome, Failure> {
+        self.step_cargo_tool(&CARGO_TOOLS[2])
     }
 }
 

@@ -1,0 +1,370 @@
+//! The Debian package `cargo xtask package` builds, judged by the real tools: lintian, dpkg
+//! on this host, and dpkg in a clean Debian chroot made for the test (mmdebstrap) with no
+//! checkout or toolchain in it. Each install is removed again, and what removal leaves is
+//! checked.
+//!
+//! Root (dpkg, chroot), so `#[ignore]`d for a plain `cargo test`; `cargo xtask test` runs
+//! them. The chroot is fetched from the Debian archive setup installs from.
+use std::{
+    collections::BTreeSet,
+    fs,
+    path::{Path, PathBuf},
+    process::{Command, Output},
+    sync::OnceLock,
+};
+
+const PACKAGE: &str = "ppscope";
+
+/// The package, built once for all tests here.
+fn deb() -> &'static Path {
+    static DEB: OnceLock<PathBuf> = OnceLock::new();
+    DEB.get_or_init(|| xtask::package::build().expect("cargo xtask package"))
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e} (`cargo xtask setup` installs it)"))
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status: {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn ok(cmd: &mut Command) -> String {
+    let out = run(cmd);
+    assert!(out.status.success(), "{cmd:?}:\n{}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A field of the package's control file.
+fn control_field(field: &str) -> String {
+    ok(Command::new("dpkg-deb")
+        .arg("--field")
+        .arg(deb())
+        .arg(field))
+    .trim()
+    .to_string()
+}
+
+#[test]
+#[ignore = "builds the release package: run through `cargo xtask test`"]
+fn package_passes_lintian() {
+    let out = run(Command::new("lintian")
+        .args(["--fail-on", "error,warning", "--info"])
+        .arg(deb()));
+    let complaints: Vec<&str> = std::str::from_utf8(&out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("E:") || l.starts_with("W:"))
+        .collect();
+    assert!(
+        out.status.success() && complaints.is_empty(),
+        "lintian:\n{}",
+        text(&out)
+    );
+}
+
+#[test]
+#[ignore = "builds the release package: run through `cargo xtask test`"]
+fn package_holds_what_a_user_installs_and_depends_on_what_the_binary_links() {
+    let listing = ok(Command::new("dpkg-deb").arg("--contents").arg(deb()));
+    let files: BTreeSet<&str> = listing
+        .lines()
+        .filter(|l| !l.starts_with('d'))
+        .filter_map(|l| l.split_whitespace().last())
+        .map(|p| p.trim_start_matches('.'))
+        .collect();
+    for want in [
+        "/usr/bin/ppscope",
+        "/usr/lib/systemd/system/ppscope-agent.service",
+        "/usr/share/man/man1/ppscope.1.gz",
+        "/usr/share/man/man1/ppscope-top.1.gz",
+        "/usr/share/man/man1/ppscope-doctor.1.gz",
+        "/usr/share/bash-completion/completions/ppscope",
+        "/usr/share/zsh/vendor-completions/_ppscope",
+        "/usr/share/fish/vendor_completions.d/ppscope.fish",
+        "/usr/share/ppscope/prometheus/ppscope-alerts.yml",
+        "/usr/share/ppscope/grafana/ppscope-dashboard.json",
+        "/usr/share/doc/ppscope/copyright",
+        "/usr/share/doc/ppscope/changelog.Debian.gz",
+    ] {
+        assert!(
+            files.contains(want),
+            "{want} not in the package:\n{listing}"
+        );
+    }
+    // Never enabled by the package itself.
+    assert!(
+        !files.iter().any(|f| f.contains(".wants/")),
+        "the package enables a unit:\n{listing}"
+    );
+
+    // Depends: what dpkg-shlibdeps finds the binary needs, less libgcc-s1, which cargo-deb
+    // leaves out (Debian and Ubuntu install it on every system: priority required).
+    let extracted = scratch("contents");
+    ok(Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(deb())
+        .arg(&extracted));
+    let shlibdeps = ok(Command::new("dpkg-shlibdeps")
+        .arg("-O")
+        .arg("--ignore-missing-info")
+        .arg(extracted.join("usr/bin/ppscope"))
+        .current_dir(in_source_tree(&extracted)));
+    let found: BTreeSet<String> = shlibdeps
+        .trim()
+        .strip_prefix("shlibs:Depends=")
+        .unwrap_or_else(|| panic!("dpkg-shlibdeps said {shlibdeps:?}"))
+        .split(", ")
+        .filter(|d| !d.starts_with("libgcc-s1"))
+        .map(str::to_string)
+        .collect();
+    let depends: BTreeSet<String> = control_field("Depends")
+        .split(", ")
+        .map(str::to_string)
+        .collect();
+    assert_eq!(depends, found, "Depends against dpkg-shlibdeps");
+
+    // The copyright file names the crates linked in, with their licenses.
+    let copyright = fs::read_to_string(extracted.join("usr/share/doc/ppscope/copyright")).unwrap();
+    for (name, license) in [("btf-rs", "LGPL-2.1"), ("aya ", "MIT OR Apache-2.0")] {
+        let section = copyright
+            .split(" .\n")
+            .find(|s| s.contains(name))
+            .unwrap_or_else(|| panic!("{name} not in the copyright file:\n{copyright}"));
+        assert!(section.contains(license), "{name}: {license}?\n{section}");
+    }
+    let _ = fs::remove_dir_all(extracted);
+}
+
+/// dpkg-shlibdeps wants to run in a source tree (a `debian/control`): makes `dir` one.
+fn in_source_tree(dir: &Path) -> &Path {
+    fs::create_dir_all(dir.join("debian")).unwrap();
+    fs::write(dir.join("debian/control"), "").unwrap();
+    dir
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ppscope-package-{}-{name}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs commands on a system root: this host ("/") or a chroot.
+struct System {
+    root: PathBuf,
+}
+
+impl System {
+    fn is_host(&self) -> bool {
+        self.root == Path::new("/")
+    }
+
+    /// `program args…` inside the system, from `/`, with a bare environment (no checkout,
+    /// no cargo), and /proc and /sys mounted in a chroot (in a mount namespace of its own,
+    /// so they go away with the command).
+    fn cmd(&self, program: &str, args: &[&str]) -> Command {
+        let line = std::iter::once(program)
+            .chain(args.iter().copied())
+            .map(shell_quote)
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut cmd;
+        if self.is_host() {
+            cmd = Command::new("sh");
+            cmd.args(["-c", &format!("cd / && exec {line}")]);
+        } else {
+            let root = shell_quote(self.root.to_str().unwrap());
+            cmd = Command::new("unshare");
+            cmd.args([
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                &format!(
+                    "mount --rbind /sys {root}/sys && mount -t proc proc {root}/proc && \
+                     exec chroot {root} sh -c 'cd / && exec {}'",
+                    line.replace('\'', r"'\''")
+                ),
+            ]);
+        }
+        cmd.env_clear()
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            .env("LANG", "C.UTF-8")
+            .current_dir("/");
+        cmd
+    }
+
+    fn ok(&self, program: &str, args: &[&str]) -> String {
+        ok(&mut self.cmd(program, args))
+    }
+
+    fn exists(&self, path: &str) -> bool {
+        self.root.join(path.trim_start_matches('/')).exists()
+    }
+
+    fn installed(&self) -> bool {
+        self.cmd("dpkg-query", &["-W", "-f=${Status}", PACKAGE])
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("ok installed"))
+    }
+
+    /// Installs the package with `dpkg -i`, checks what a user sees, removes it with
+    /// `dpkg -r` and checks nothing but configuration stays behind.
+    fn install_check_remove(&self) {
+        let inside = if self.is_host() {
+            deb().to_path_buf()
+        } else {
+            let name = deb().file_name().unwrap();
+            fs::copy(deb(), self.root.join("tmp").join(name)).unwrap();
+            Path::new("/tmp").join(name)
+        };
+        let _guard = Purge(self);
+        self.ok("dpkg", &["-i", inside.to_str().unwrap()]);
+        assert!(self.installed());
+
+        let version = self.ok("ppscope", &["--version"]);
+        let first = version.lines().next().unwrap_or_default();
+        assert_eq!(
+            first,
+            format!("ppscope {}", env!("CARGO_PKG_VERSION")),
+            "{version}"
+        );
+        let commit = version
+            .lines()
+            .find_map(|l| l.strip_prefix("commit: "))
+            .unwrap_or_else(|| panic!("no commit line:\n{version}"));
+        assert!(
+            commit.len() >= 12 && commit[..12].chars().all(|c| c.is_ascii_hexdigit()),
+            "commit {commit:?}"
+        );
+        assert!(version.contains("built to use:"), "{version}");
+        assert!(version.contains("tracepoints"), "{version}");
+
+        // doctor from the package, nothing of the checkout around: this kernel's tracepoints
+        // serve hooks wherever it runs (the host has no kprobes or fentry).
+        let doctor = self.ok("ppscope", &["doctor"]);
+        assert!(doctor.starts_with("kernel "), "{doctor}");
+        assert!(
+            doctor
+                .lines()
+                .any(|l| l.starts_with("tracepoints") && l.contains("serve")),
+            "{doctor}"
+        );
+
+        // The installed unit is the one in deploy/, run from /usr/bin, not enabled.
+        let unit = fs::read_to_string(
+            self.root
+                .join("usr/lib/systemd/system/ppscope-agent.service"),
+        )
+        .unwrap();
+        let shipped = fs::read_to_string(
+            xtask::workspace_root().join("deploy/systemd/ppscope-agent.service"),
+        )
+        .unwrap();
+        assert_eq!(
+            unit,
+            shipped.replace(
+                "ExecStart=/usr/local/bin/ppscope ",
+                "ExecStart=/usr/bin/ppscope "
+            )
+        );
+        assert!(!self.exists("/etc/systemd/system/multi-user.target.wants/ppscope-agent.service"));
+
+        let files = self.ok("dpkg-query", &["-L", PACKAGE]);
+        let conffiles = self.ok("dpkg-query", &["-W", "-f=${Conffiles}", PACKAGE]);
+        self.ok("dpkg", &["-r", PACKAGE]);
+        let left: Vec<&str> = files
+            .lines()
+            .filter(|f| f.starts_with("/usr/") || f.starts_with("/etc/"))
+            .filter(|f| !conffiles.contains(f))
+            .filter(|f| {
+                let path = self.root.join(f.trim_start_matches('/'));
+                // Directories may be shared with other packages; files are ours.
+                path.symlink_metadata().is_ok_and(|m| !m.is_dir())
+            })
+            .collect();
+        assert!(left.is_empty(), "left behind by dpkg -r: {left:?}");
+        assert!(
+            !self.exists("/usr/share/ppscope"),
+            "/usr/share/ppscope stays"
+        );
+        self.ok("dpkg", &["--purge", PACKAGE]);
+        assert!(!self.installed());
+    }
+}
+
+/// Purges the package if a check failed halfway, so a failed test leaves no install.
+struct Purge<'a>(&'a System);
+
+impl Drop for Purge<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = self.0.cmd("dpkg", &["--purge", PACKAGE]).output();
+        }
+    }
+}
+
+fn shell_quote(s: &str) -> String {
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_./=:,".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+#[test]
+#[ignore = "needs root: installs the package on this host with dpkg"]
+fn package_installs_runs_and_removes_on_the_host() {
+    let host = System { root: "/".into() };
+    assert!(
+        !host.installed(),
+        "a ppscope package is installed on this host; the test installs and removes its own, \
+         so it leaves yours alone: `dpkg -r ppscope` first"
+    );
+    host.install_check_remove();
+}
+
+#[test]
+#[ignore = "needs root and the Debian archive: a clean chroot (mmdebstrap) to install into"]
+fn package_installs_into_a_clean_debian_chroot() {
+    let root = scratch("chroot");
+    let out = run(Command::new("mmdebstrap")
+        .args(["--variant=apt", "--quiet", "bookworm"])
+        .arg(&root));
+    assert!(out.status.success(), "mmdebstrap:\n{}", text(&out));
+    let chroot = System { root: root.clone() };
+    assert!(!chroot.exists("/usr/bin/cargo") && !chroot.exists("/work"));
+    chroot.install_check_remove();
+    fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+#[ignore = "builds the release package: run through `cargo xtask test`"]
+fn packaged_bash_completion_completes_commands() {
+    let extracted = scratch("completion");
+    ok(Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(deb())
+        .arg(&extracted));
+    let script = extracted.join("usr/share/bash-completion/completions/ppscope");
+    let out = ok(Command::new("bash").arg("-c").arg(format!(
+        // As bash calls a completion function: the command, the word, the word before.
+        "source {}; COMP_WORDS=(ppscope d); COMP_CWORD=1; _ppscope ppscope d ppscope; \
+         echo \"${{COMPREPLY[*]}}\"; COMP_WORDS=(ppscope top --det); COMP_CWORD=2; \
+         _ppscope ppscope --det top; echo \"${{COMPREPLY[*]}}\"",
+        script.display()
+    )));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines, ["diagnose doctor", "--detail"], "{out}");
+    let _ = fs::remove_dir_all(extracted);
+}

@@ -4,13 +4,18 @@ use std::{fs, io::Write, path::Path};
 
 use anyhow::{Context, Result};
 
-/// The completion script for `shell`, as the shell's completion system loads it.
+/// The completion script for `shell`, as the shell's completion system loads it. Hidden
+/// commands (lab helpers, `man-pages`) are left out: clap_complete would offer them.
 pub fn completions(
     shell: clap_complete::Shell,
-    mut cli: clap::Command,
+    cli: clap::Command,
     out: &mut dyn Write,
 ) -> Result<()> {
-    clap_complete::generate(shell, &mut cli, "ppscope", out);
+    let visible = cli.get_subcommands().filter(|s| !s.is_hide_set()).cloned();
+    let mut offered = clap::Command::new(cli.get_name().to_string())
+        .version(cli.get_version().unwrap_or_default().to_string())
+        .subcommands(visible.collect::<Vec<_>>());
+    clap_complete::generate(shell, &mut offered, "ppscope", out);
     Ok(())
 }
 

@@ -144,6 +144,8 @@ pub const PACKAGES: &[DebPackage] = &[
     deb("chromium",                Bookworm,  None,          "headless Chromium renders the HTML report to a PNG in its test"),
     deb("lintian",                 Bookworm,  None,          "judges the Debian package `cargo xtask package` builds"),
     deb("mmdebstrap",              Bookworm,  None,          "a clean Debian chroot the package test installs into"),
+    deb("zsh",                     Bookworm,  None,          "checks the package's zsh completion script parses"),
+    deb("fish",                    Bookworm,  None,          "runs the package's fish completions in their test"),
     deb("dpkg-dev",                Bookworm,  None,          "dpkg-shlibdeps: the package's library dependencies"),
     deb("qemu-system-x86",         Backports, Some("1:10"),  "the VM lab (>= 10; bookworm's 7.2 is too old)"),
 ];

@@ -350,21 +350,74 @@ fn package_installs_into_a_clean_debian_chroot() {
 
 #[test]
 #[ignore = "builds the release package: run through `cargo xtask test`"]
-fn packaged_bash_completion_completes_commands() {
+fn packaged_completions_complete_commands_in_bash_fish_and_zsh() {
     let extracted = scratch("completion");
     ok(Command::new("dpkg-deb")
         .arg("-x")
         .arg(deb())
         .arg(&extracted));
-    let script = extracted.join("usr/share/bash-completion/completions/ppscope");
+    let usr_share = extracted.join("usr/share");
+
+    let bash = usr_share.join("bash-completion/completions/ppscope");
     let out = ok(Command::new("bash").arg("-c").arg(format!(
         // As bash calls a completion function: the command, the word, the word before.
         "source {}; COMP_WORDS=(ppscope d); COMP_CWORD=1; _ppscope ppscope d ppscope; \
          echo \"${{COMPREPLY[*]}}\"; COMP_WORDS=(ppscope top --det); COMP_CWORD=2; \
          _ppscope ppscope --det top; echo \"${{COMPREPLY[*]}}\"",
-        script.display()
+        bash.display()
     )));
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines, ["diagnose doctor", "--detail"], "{out}");
+    assert_eq!(lines, ["diagnose doctor", "--detail"], "bash:\n{out}");
+    // Hidden commands (lab helpers, man-pages) are not offered.
+    let out = ok(Command::new("bash").arg("-c").arg(format!(
+        "source {}; COMP_WORDS=(ppscope ''); COMP_CWORD=1; _ppscope ppscope '' ppscope; \
+         echo \"${{COMPREPLY[*]}}\"",
+        bash.display()
+    )));
+    for word in out.split_whitespace() {
+        assert!(
+            !["lab", "man-pages"].contains(&word),
+            "bash offers {word}: {out}"
+        );
+    }
+
+    let fish = usr_share.join("fish/vendor_completions.d/ppscope.fish");
+    let out = ok(Command::new("fish").arg("-c").arg(format!(
+        "source {}; complete -C 'ppscope d'; complete -C 'ppscope top --det'; \
+         complete -C 'ppscope '",
+        fish.display()
+    )));
+    let words: Vec<&str> = out.lines().filter_map(|l| l.split('\t').next()).collect();
+    assert_eq!(
+        words[..3],
+        ["diagnose", "doctor", "--detail"],
+        "fish:\n{out}"
+    );
+    assert!(words[3..].contains(&"top"), "fish:\n{out}");
+    for hidden in ["lab", "man-pages"] {
+        assert!(!words.contains(&hidden), "fish offers {hidden}:\n{out}");
+    }
+
+    // zsh: its completion system needs a terminal to drive; the script must parse and offer
+    // every command `--help` lists.
+    let zsh = usr_share.join("zsh/vendor-completions/_ppscope");
+    ok(Command::new("zsh").arg("-n").arg(&zsh));
+    let script = fs::read_to_string(&zsh).unwrap();
+    assert!(script.starts_with("#compdef ppscope"), "{script}");
+    assert!(!script.contains("man-pages"), "zsh offers a hidden command");
+    for command in [
+        "top",
+        "diagnose",
+        "record",
+        "simulate",
+        "agent",
+        "doctor",
+        "completions",
+    ] {
+        assert!(
+            script.contains(&format!("'{command}:")),
+            "zsh completion lacks {command}"
+        );
+    }
     let _ = fs::remove_dir_all(extracted);
 }

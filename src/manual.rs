@@ -23,17 +23,19 @@ pub fn completions(
 /// Returns nothing but errors: which file could not be written.
 pub fn man_pages(cli: clap::Command, dir: &Path) -> Result<()> {
     fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let mut cli = cli;
+    // No `help` command on the pages: the main page would list a ppscope-help(1) that
+    // nobody needs (`ppscope help` is `--help`).
+    let mut cli = cli.disable_help_subcommand(true);
     // Sets every subcommand's `bin_name` ("ppscope top"), which their pages' synopses show.
     cli.build();
+    let version = cli.get_version().unwrap_or_default().to_string();
     write_page(&cli, "ppscope", dir)?;
-    for sub in cli
-        .get_subcommands()
-        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
-    {
-        // The main page's SUBCOMMANDS section refers to each as ppscope-NAME(1).
+    for sub in cli.get_subcommands().filter(|s| !s.is_hide_set()) {
+        // The main page's SUBCOMMANDS section refers to each as ppscope-NAME(1); the title
+        // line names the version, as the main page's does.
         let name = format!("ppscope-{}", sub.get_name());
-        write_page(&sub.clone().name(name.clone()), &name, dir)?;
+        let page = sub.clone().name(name.clone()).version(version.clone());
+        write_page(&page, &name, dir)?;
     }
     Ok(())
 }

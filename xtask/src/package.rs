@@ -1,4 +1,4 @@
-//! `cargo xtask package`: the Debian package, `target/debian/ppscope_<version>-1_amd64.deb`.
+//! `cargo xtask package`: the Debian package, `target/debian/ppscope_<version>-<revision>_amd64.deb`.
 //!
 //! cargo-deb (installed by setup) assembles it from `[package.metadata.deb]` in the root
 //! `Cargo.toml`; this task first builds the release binary (the eBPF object inside it) and
@@ -7,7 +7,7 @@
 //! - the systemd unit from `deploy/`, pointed at `/usr/bin/ppscope`;
 //! - the copyright file, listing every crate linked into the binary with its license, from
 //!   `cargo metadata` (the binary and its eBPF object);
-//! - a changelog entry for this version and commit (Debian requires one).
+//! - a changelog entry for this version and commit, dated by the commit (Debian requires one).
 //!
 //! Dependencies are `$auto`: cargo-deb asks `dpkg-shlibdeps` what the binary links.
 use std::{
@@ -91,9 +91,9 @@ pub fn build() -> Result<PathBuf> {
         package_unit(&unit)?,
     )?;
 
-    let version = cargo_version(&root)?;
+    let package = root_package(&root)?;
     let commit = commit_of(&binary)?;
-    fs::write(assets.join("changelog"), changelog(&version, &commit)?)?;
+    fs::write(assets.join("changelog"), changelog(&package, &commit)?)?;
     fs::write(assets.join("copyright"), copyright(&linked_crates(&root)?))?;
 
     let output = root.join(OUTPUT);
@@ -128,17 +128,41 @@ fn package_unit(unit: &str) -> Result<String> {
     Ok(unit.replace(UNIT_BINARY_SOURCE, UNIT_BINARY_PACKAGE))
 }
 
-fn cargo_version(root: &Path) -> Result<String> {
-    let text = fs::read_to_string(root.join("Cargo.toml"))?;
-    let in_workspace_package = text
-        .split("[workspace.package]")
-        .nth(1)
-        .context("Cargo.toml: no [workspace.package]")?;
-    in_workspace_package
-        .lines()
-        .find_map(|l| l.strip_prefix("version = "))
-        .map(|v| v.trim().trim_matches('"').to_string())
-        .context("Cargo.toml: no version in [workspace.package]")
+/// What the changelog repeats of the root package's manifest.
+struct RootPackage {
+    /// The Debian version: the crate's and `[package.metadata.deb] revision`.
+    version: String,
+    /// `[package.metadata.deb] maintainer`.
+    maintainer: String,
+}
+
+fn root_package(root: &Path) -> Result<RootPackage> {
+    let meta = cargo_metadata(root, "Cargo.toml")?;
+    let package = meta["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == "ppscope" && p["source"].is_null())
+        .context("cargo metadata: no package ppscope")?;
+    let field = |v: &Value, what: &str| {
+        v.as_str()
+            .map(str::to_string)
+            .with_context(|| format!("Cargo.toml: no {what}"))
+    };
+    Ok(RootPackage {
+        version: format!(
+            "{}-{}",
+            field(&package["version"], "version")?,
+            field(
+                &package["metadata"]["deb"]["revision"],
+                "[package.metadata.deb] revision"
+            )?
+        ),
+        maintainer: field(
+            &package["metadata"]["deb"]["maintainer"],
+            "[package.metadata.deb] maintainer",
+        )?,
+    })
 }
 
 /// The commit the binary names (`ppscope -V`: `ppscope 0.1.0 (COMMIT)`).
@@ -151,18 +175,28 @@ fn commit_of(binary: &Path) -> Result<String> {
         .with_context(|| format!("ppscope -V said {line:?}, not `ppscope VERSION (COMMIT)`"))
 }
 
-/// One Debian changelog entry, dated now (`date -R`, as Debian's own tools write it).
-fn changelog(version: &str, commit: &str) -> Result<String> {
-    let out = Command::new("date").arg("-R").output()?;
-    let date = String::from_utf8_lossy(&out.stdout).trim().to_string();
+/// One Debian changelog entry, dated by the commit (the same commit gives the same file;
+/// now where git cannot say).
+fn changelog(package: &RootPackage, commit: &str) -> Result<String> {
+    let hash = commit.trim_end_matches("-dirty");
+    let committed = Command::new("git")
+        .current_dir(workspace_root())
+        .args(["-c", "safe.directory=*", "log", "-1", "--format=%aD", hash])
+        .output()
+        .ok()
+        .filter(|o| o.status.success());
+    let date = match committed {
+        Some(out) => String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        None => {
+            let out = Command::new("date").arg("-R").output()?;
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        }
+    };
     Ok(format!(
-        "ppscope ({version}-1) unstable; urgency=medium\n\n  \
-         * Built from commit {commit}.\n\n -- {MAINTAINER}  {date}\n"
+        "ppscope ({}) unstable; urgency=medium\n\n  * Built from commit {commit}.\n\n -- {}  {date}\n",
+        package.version, package.maintainer
     ))
 }
-
-/// `[package.metadata.deb] maintainer`, repeated for the changelog's trailer line.
-const MAINTAINER: &str = "ppscope developers <ppscope@example.org>";
 
 /// A crate linked into the binary or its eBPF object.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -188,7 +222,7 @@ pub fn linked_crates(root: &Path) -> Result<BTreeSet<LinkedCrate>> {
     Ok(all)
 }
 
-fn linked_by(root: &Path, manifest: &str, package: &str) -> Result<Vec<LinkedCrate>> {
+fn cargo_metadata(root: &Path, manifest: &str) -> Result<Value> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(root).args([
@@ -208,7 +242,11 @@ fn linked_by(root: &Path, manifest: &str, package: &str) -> Result<Vec<LinkedCra
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let meta: Value = serde_json::from_slice(&out.stdout)?;
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+fn linked_by(root: &Path, manifest: &str, package: &str) -> Result<Vec<LinkedCrate>> {
+    let meta = cargo_metadata(root, manifest)?;
     let packages: HashMap<&str, &Value> = meta["packages"]
         .as_array()
         .context("cargo metadata: no packages")?
@@ -297,7 +335,9 @@ pub fn copyright(crates: &BTreeSet<LinkedCrate>) -> String {
          crate's manifest states it:\n\
          {linked} .\n \
          The texts of the licenses named above are in each crate's source (crates.io).\n \
-         Debian keeps the common ones in /usr/share/common-licenses/.\n\
+         Debian keeps the common ones in /usr/share/common-licenses/. For the LGPL ones\n \
+         (btf-rs): their source and ppscope's rebuild this binary with a modified copy\n \
+         (`cargo xtask package` in the ppscope source tree).\n\
          \n\
          Files: *\n\
          Copyright: 2026 the ppscope developers\n\
@@ -368,21 +408,45 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("these 3 crates"), "{text}");
-        // Every line of a DEP-5 field's continuation starts with a space; paragraphs are
-        // separated by one empty line.
+        // Every line is a field ("Name: value" or "Name:") or a continuation (a leading
+        // space); paragraphs are separated by one empty line.
         for line in text.lines().filter(|l| !l.is_empty()) {
             assert!(
-                line.starts_with(' ') || line.contains(':'),
+                line.starts_with(' ') || is_field(line),
                 "not a field or a continuation: {line:?}"
             );
         }
+        assert!(!text.contains("\n\n\n"), "{text}");
+    }
+
+    /// `Name:` or `Name: value`, the name letters and dashes.
+    fn is_field(line: &str) -> bool {
+        line.split_once(':').is_some_and(|(name, rest)| {
+            !name.is_empty()
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                && (rest.is_empty() || rest.starts_with(' '))
+        })
     }
 
     #[test]
-    fn the_workspace_version_is_read() {
-        assert_eq!(
-            cargo_version(&workspace_root()).unwrap(),
-            env!("CARGO_PKG_VERSION")
+    fn the_root_package_is_read() {
+        let package = root_package(&workspace_root()).unwrap();
+        assert!(
+            package
+                .version
+                .starts_with(&format!("{}-", env!("CARGO_PKG_VERSION"))),
+            "{}",
+            package.version
+        );
+        assert!(package.maintainer.contains('<'), "{}", package.maintainer);
+        let entry = changelog(&package, "0123456789ab").unwrap();
+        assert!(
+            entry.starts_with(&format!("ppscope ({}) unstable;", package.version)),
+            "{entry}"
+        );
+        assert!(
+            entry.contains(&format!(" -- {}  ", package.maintainer)),
+            "{entry}"
         );
     }
 }

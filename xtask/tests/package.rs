@@ -1,10 +1,11 @@
 //! The Debian package `cargo xtask package` builds, judged by the real tools: lintian, dpkg
-//! on this host, and dpkg in a clean Debian chroot made for the test (mmdebstrap) with no
-//! checkout or toolchain in it. Each install is removed again, and what removal leaves is
-//! checked.
+//! on this host, and dpkg in a clean Debian chroot made for the test (mmdebstrap, with
+//! systemd as on the hosts it is for) with no checkout or toolchain in it. Each install is
+//! enabled, removed and purged again, and what each step leaves is checked.
 //!
 //! Root (dpkg, chroot), so `#[ignore]`d for a plain `cargo test`; `cargo xtask test` runs
-//! them. The chroot is fetched from the Debian archive setup installs from.
+//! them. The chroot is fetched from deb.debian.org (mmdebstrap's default), as setup's
+//! packages are.
 use std::{
     collections::BTreeSet,
     fs,
@@ -12,6 +13,8 @@ use std::{
     process::{Command, Output},
     sync::OnceLock,
 };
+
+use xtask::workspace_root;
 
 const PACKAGE: &str = "ppscope";
 
@@ -139,7 +142,6 @@ fn package_holds_what_a_user_installs_and_depends_on_what_the_binary_links() {
             .unwrap_or_else(|| panic!("{name} not in the copyright file:\n{copyright}"));
         assert!(section.contains(license), "{name}: {license}?\n{section}");
     }
-    let _ = fs::remove_dir_all(extracted);
 }
 
 /// dpkg-shlibdeps wants to run in a source tree (a `debian/control`): makes `dir` one.
@@ -149,11 +151,40 @@ fn in_source_tree(dir: &Path) -> &Path {
     dir
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ppscope-package-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory under `target/package-test/` (on disk: a chroot's device nodes need a
+/// file system without `nodev`, which /tmp may have), removed when dropped, pass or fail.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = workspace_root().join("target/package-test").join(name);
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
+    Scratch::new(name)
 }
 
 /// Runs commands on a system root: this host ("/") or a chroot.
@@ -206,8 +237,13 @@ impl System {
         ok(&mut self.cmd(program, args))
     }
 
+    /// Whether `path` is there, a dangling symlink included (a chroot's links point into the
+    /// chroot, not at this host's files).
     fn exists(&self, path: &str) -> bool {
-        self.root.join(path.trim_start_matches('/')).exists()
+        self.root
+            .join(path.trim_start_matches('/'))
+            .symlink_metadata()
+            .is_ok()
     }
 
     fn installed(&self) -> bool {
@@ -216,8 +252,41 @@ impl System {
             .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("ok installed"))
     }
 
-    /// Installs the package with `dpkg -i`, checks what a user sees, removes it with
-    /// `dpkg -r` and checks nothing but configuration stays behind.
+    /// Every path under the directories a package or its scripts may write to (`/usr`,
+    /// `/etc`, the state of `deb-systemd-helper`), relative to the system's root.
+    fn tree(&self) -> BTreeSet<String> {
+        let mut paths = BTreeSet::new();
+        let mut todo: Vec<PathBuf> = ["usr", "etc", "var/lib/systemd"]
+            .iter()
+            .map(|d| self.root.join(d))
+            .collect();
+        while let Some(dir) = todo.pop() {
+            let Ok(entries) = fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    todo.push(path.clone());
+                }
+                let rel = path.strip_prefix(&self.root).unwrap();
+                paths.insert(format!("/{}", rel.display()));
+            }
+        }
+        paths
+    }
+
+    /// `systemctl --root`: works on the files, no running systemd needed (there is none in
+    /// a chroot, nor on a CI machine).
+    fn systemctl(&self, args: &[&str]) -> Output {
+        run(Command::new("systemctl")
+            .arg(format!("--root={}", self.root.display()))
+            .args(args))
+    }
+
+    /// Installs the package with `dpkg -i`, checks what a user sees, enables the service,
+    /// removes the package with `dpkg -r` (only configuration may stay: the enable and
+    /// mask links, deb-systemd-helper's state) and purges it (nothing may stay).
     fn install_check_remove(&self) {
         let inside = if self.is_host() {
             deb().to_path_buf()
@@ -226,6 +295,7 @@ impl System {
             fs::copy(deb(), self.root.join("tmp").join(name)).unwrap();
             Path::new("/tmp").join(name)
         };
+        let before = self.tree();
         let _guard = Purge(self);
         self.ok("dpkg", &["-i", inside.to_str().unwrap()]);
         assert!(self.installed());
@@ -248,8 +318,8 @@ impl System {
         assert!(version.contains("built to use:"), "{version}");
         assert!(version.contains("tracepoints"), "{version}");
 
-        // doctor from the package, nothing of the checkout around: this kernel's tracepoints
-        // serve hooks wherever it runs (the host has no kprobes or fentry).
+        // doctor from the package, nothing of the checkout around. Tracepoints serve hooks on
+        // any kernel with page_pool tracepoints and tracefs, whatever else it accepts.
         let doctor = self.ok("ppscope", &["doctor"]);
         assert!(doctor.starts_with("kernel "), "{doctor}");
         assert!(
@@ -259,16 +329,14 @@ impl System {
             "{doctor}"
         );
 
-        // The installed unit is the one in deploy/, run from /usr/bin, not enabled.
-        let unit = fs::read_to_string(
-            self.root
-                .join("usr/lib/systemd/system/ppscope-agent.service"),
-        )
-        .unwrap();
-        let shipped = fs::read_to_string(
-            xtask::workspace_root().join("deploy/systemd/ppscope-agent.service"),
-        )
-        .unwrap();
+        // The installed unit is the one in deploy/, run from /usr/bin, installed disabled.
+        let unit_path = self
+            .root
+            .join("usr/lib/systemd/system/ppscope-agent.service");
+        let unit = fs::read_to_string(&unit_path).unwrap();
+        let shipped =
+            fs::read_to_string(workspace_root().join("deploy/systemd/ppscope-agent.service"))
+                .unwrap();
         assert_eq!(
             unit,
             shipped.replace(
@@ -276,28 +344,52 @@ impl System {
                 "ExecStart=/usr/bin/ppscope "
             )
         );
-        assert!(!self.exists("/etc/systemd/system/multi-user.target.wants/ppscope-agent.service"));
+        let state = self.systemctl(&["is-enabled", "ppscope-agent.service"]);
+        assert_eq!(
+            String::from_utf8_lossy(&state.stdout).trim(),
+            "disabled",
+            "{}",
+            text(&state)
+        );
+        if self.is_host() {
+            // With its binary installed, the unit verifies without a complaint.
+            let out = run(Command::new("systemd-analyze")
+                .arg("verify")
+                .arg(&unit_path));
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.success() && !stderr.contains("ppscope-agent"),
+                "systemd-analyze verify:\n{}",
+                text(&out)
+            );
+        }
+        // As a user would after install.
+        let out = self.systemctl(&["enable", "ppscope-agent.service"]);
+        assert!(out.status.success(), "systemctl enable:\n{}", text(&out));
+        assert!(self.exists("/etc/systemd/system/multi-user.target.wants/ppscope-agent.service"));
 
-        let files = self.ok("dpkg-query", &["-L", PACKAGE]);
-        let conffiles = self.ok("dpkg-query", &["-W", "-f=${Conffiles}", PACKAGE]);
         self.ok("dpkg", &["-r", PACKAGE]);
-        let left: Vec<&str> = files
-            .lines()
-            .filter(|f| f.starts_with("/usr/") || f.starts_with("/etc/"))
-            .filter(|f| !conffiles.contains(f))
-            .filter(|f| {
-                let path = self.root.join(f.trim_start_matches('/'));
-                // Directories may be shared with other packages; files are ours.
-                path.symlink_metadata().is_ok_and(|m| !m.is_dir())
+        let removed = self.tree();
+        let left: Vec<&String> = removed
+            .difference(&before)
+            .filter(|p| {
+                !p.starts_with("/etc/systemd/")
+                    && !p.starts_with("/var/lib/systemd/deb-systemd-helper-")
             })
             .collect();
-        assert!(left.is_empty(), "left behind by dpkg -r: {left:?}");
         assert!(
-            !self.exists("/usr/share/ppscope"),
-            "/usr/share/ppscope stays"
+            left.is_empty(),
+            "dpkg -r left more than configuration: {left:?}"
         );
+        assert!(!self.exists("/usr/bin/ppscope"));
+
         self.ok("dpkg", &["--purge", PACKAGE]);
         assert!(!self.installed());
+        let purged = self.tree();
+        let left: Vec<&String> = purged.difference(&before).collect();
+        assert!(left.is_empty(), "dpkg --purge left: {left:?}");
+        let gone: Vec<&String> = before.difference(&purged).collect();
+        assert!(gone.is_empty(), "install and purge removed: {gone:?}");
     }
 }
 
@@ -339,13 +431,14 @@ fn package_installs_runs_and_removes_on_the_host() {
 fn package_installs_into_a_clean_debian_chroot() {
     let root = scratch("chroot");
     let out = run(Command::new("mmdebstrap")
-        .args(["--variant=apt", "--quiet", "bookworm"])
+        .args(["--variant=apt", "--include=systemd", "--quiet", "bookworm"])
         .arg(&root));
     assert!(out.status.success(), "mmdebstrap:\n{}", text(&out));
-    let chroot = System { root: root.clone() };
+    let chroot = System {
+        root: root.to_path_buf(),
+    };
     assert!(!chroot.exists("/usr/bin/cargo") && !chroot.exists("/work"));
     chroot.install_check_remove();
-    fs::remove_dir_all(&root).unwrap();
 }
 
 #[test]
@@ -419,5 +512,4 @@ fn packaged_completions_complete_commands_in_bash_fish_and_zsh() {
             "zsh completion lacks {command}"
         );
     }
-    let _ = fs::remove_dir_all(extracted);
 }

@@ -504,14 +504,20 @@ mod tests {
             of("kprobe/kretprobe: "),
             HOOKS.iter().filter(|d| d.kprobe.is_some()).count()
         );
-        for tp in [
-            "page_pool:page_pool_release",
-            "napi:napi_poll",
-            "skb:kfree_skb",
-        ] {
-            assert!(text.contains(tp), "{text}");
+        for tp in HOOKS.iter().filter_map(|d| d.tracepoint.as_ref()) {
+            let name = format!("{}:{}", tp.category, tp.name);
+            assert!(text.contains(&name), "{name} not in:\n{text}");
         }
-        assert!(text.contains("hooked when loaded: gve"), "{text}");
+        let modules = lines
+            .iter()
+            .find_map(|l| l.strip_prefix("kernel modules hooked when loaded: "))
+            .unwrap();
+        for module in HOOKS.iter().filter_map(|d| d.module) {
+            assert!(
+                modules.split(", ").any(|m| m == module),
+                "{module}: {modules}"
+            );
+        }
     }
 
     #[test]

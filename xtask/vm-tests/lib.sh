@@ -8,16 +8,23 @@
 # Where the lab's `ppscope agent` listens: what start_agent, scrape and `top --connect` use.
 AGENT_ADDR=127.0.0.1:9464
 
+# poll_until TENTHS COMMAND...: 0 once COMMAND succeeds; 1 after TENTHS tenths of a second.
+poll_until() {
+    _limit=$1
+    shift
+    _tries=0
+    until "$@"; do
+        _tries=$((_tries + 1))
+        [ "$_tries" -lt "$_limit" ] || return 1
+        sleep 0.1
+    done
+}
+
 # poll_for FILE PATTERN [TENTHS]: background tools say "ready" with a log line, and the lab
 # must not start traffic before. 0 once PATTERN shows in FILE; 1 after TENTHS tenths of a
 # second (default 900: attaching takes tens of seconds under TCG).
 poll_for() {
-    _tries=0
-    until grep -q "$2" "$1" 2>/dev/null; do
-        _tries=$((_tries + 1))
-        [ "$_tries" -lt "${3:-900}" ] || return 1
-        sleep 0.1
-    done
+    poll_until "${3:-900}" grep -q "$2" "$1" 2>/dev/null
 }
 
 # wait_for FILE PATTERN: poll_for, or end the script saying what never came and showing the
@@ -47,11 +54,23 @@ start_xdp() {
 }
 
 # start_agent [AGENT_ARGS...]: `ppscope agent` on AGENT_ADDR in the background (pid in AGENT,
-# log in /tmp/agent.err), waiting until it serves so the first scrape finds it.
+# log in /tmp/agent.err), waiting until it serves and has collected once, so the first scrape
+# finds figures: /metrics answers 503 until the first collection, which under TCG can come
+# seconds after "agent serving". At most 60 s.
 start_agent() {
     ppscope agent --listen "$AGENT_ADDR" "$@" 2>/tmp/agent.err &
     AGENT=$!
     wait_for /tmp/agent.err "agent serving"
+    poll_until 600 agent_answers || {
+        echo "the agent never answered /metrics:"
+        cat /tmp/agent.err
+        exit 1
+    }
+}
+
+# agent_answers: whether /metrics answers with figures (not 503), output dropped.
+agent_answers() {
+    scrape >/dev/null 2>&1
 }
 
 # stop_agent: SIGTERM, as systemd stops it, and wait; returns the agent's exit status, which

@@ -10,7 +10,10 @@ pub mod soak;
 pub mod test;
 pub mod vm;
 
-use std::path::PathBuf;
+use std::{
+    path::PathBuf,
+    process::{Command, Output},
+};
 
 /// The workspace root (the folder holding the top-level `Cargo.toml`).
 pub fn workspace_root() -> PathBuf {
@@ -18,4 +21,19 @@ pub fn workspace_root() -> PathBuf {
         .parent()
         .expect("xtask lives one level below the workspace root")
         .to_path_buf()
+}
+
+/// `cargo`: the one that runs xtask (`CARGO`), else the one on `PATH`.
+pub fn cargo() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+/// A finished command's status and both outputs, for a failure message.
+pub fn output_text(out: &Output) -> String {
+    format!(
+        "status: {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }

@@ -91,15 +91,19 @@ pub fn build() -> Result<PathBuf> {
         package_unit(&unit)?,
     )?;
 
-    let package = root_package(&root)?;
+    let workspace = cargo_metadata(&root, "Cargo.toml")?;
+    let ebpf = cargo_metadata(&root, "ebpf/Cargo.toml")?;
+    let package = root_package(&workspace)?;
     let commit = commit_of(&binary)?;
     fs::write(assets.join("changelog"), changelog(&package, &commit)?)?;
-    fs::write(assets.join("copyright"), copyright(&linked_crates(&root)?))?;
+    fs::write(
+        assets.join("copyright"),
+        copyright(&linked_crates(&workspace, &ebpf)?),
+    )?;
 
     let output = root.join(OUTPUT);
     fs::create_dir_all(&output)?;
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = Command::new(cargo)
+    let out = crate::cargo()
         .current_dir(&root)
         .args(["deb", "-p", "ppscope", "--no-build", "--output"])
         .arg(&output)
@@ -136,14 +140,9 @@ struct RootPackage {
     maintainer: String,
 }
 
-fn root_package(root: &Path) -> Result<RootPackage> {
-    let meta = cargo_metadata(root, "Cargo.toml")?;
-    let package = meta["packages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| p["name"] == "ppscope" && p["source"].is_null())
-        .context("cargo metadata: no package ppscope")?;
+/// From the workspace's `cargo metadata`.
+fn root_package(workspace: &Value) -> Result<RootPackage> {
+    let package = local_package(workspace, "ppscope")?;
     let field = |v: &Value, what: &str| {
         v.as_str()
             .map(str::to_string)
@@ -211,20 +210,26 @@ pub struct LinkedCrate {
 /// dependencies of the `ppscope` package for this target, proc-macros left out (they run in
 /// the compiler), and those of the eBPF crate embedded in it. The workspace's own crates are
 /// the `Files: *` paragraph, so they are left out too.
-pub fn linked_crates(root: &Path) -> Result<BTreeSet<LinkedCrate>> {
+/// From the `cargo metadata` of the workspace and of the eBPF crate (its own workspace).
+pub fn linked_crates(workspace: &Value, ebpf: &Value) -> Result<BTreeSet<LinkedCrate>> {
     let mut all = BTreeSet::new();
-    for (manifest, package) in [
-        ("Cargo.toml", "ppscope"),
-        ("ebpf/Cargo.toml", "ppscope-ebpf"),
-    ] {
-        all.extend(linked_by(root, manifest, package)?);
-    }
+    all.extend(linked_by(workspace, "ppscope")?);
+    all.extend(linked_by(ebpf, "ppscope-ebpf")?);
     Ok(all)
 }
 
+/// The package `name` of the workspace `meta` describes (a path package, not a crates.io one).
+fn local_package<'a>(meta: &'a Value, name: &str) -> Result<&'a Value> {
+    meta["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == name && p["source"].is_null())
+        .with_context(|| format!("cargo metadata: no package {name}"))
+}
+
 fn cargo_metadata(root: &Path, manifest: &str) -> Result<Value> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
+    let mut cmd = crate::cargo();
     cmd.current_dir(root).args([
         "metadata",
         "--format-version",
@@ -245,8 +250,7 @@ fn cargo_metadata(root: &Path, manifest: &str) -> Result<Value> {
     Ok(serde_json::from_slice(&out.stdout)?)
 }
 
-fn linked_by(root: &Path, manifest: &str, package: &str) -> Result<Vec<LinkedCrate>> {
-    let meta = cargo_metadata(root, manifest)?;
+fn linked_by(meta: &Value, package: &str) -> Result<Vec<LinkedCrate>> {
     let packages: HashMap<&str, &Value> = meta["packages"]
         .as_array()
         .context("cargo metadata: no packages")?
@@ -259,11 +263,9 @@ fn linked_by(root: &Path, manifest: &str, package: &str) -> Result<Vec<LinkedCra
         .iter()
         .filter_map(|n| Some((n["id"].as_str()?, n)))
         .collect();
-    let start = packages
-        .iter()
-        .find(|(_, p)| p["name"] == package && p["source"].is_null())
-        .map(|(id, _)| *id)
-        .with_context(|| format!("cargo metadata: no package {package}"))?;
+    let start = local_package(meta, package)?["id"]
+        .as_str()
+        .context("cargo metadata: a package without an id")?;
 
     let mut seen = BTreeSet::from([start]);
     let mut todo = vec![start];
@@ -430,7 +432,8 @@ mod tests {
 
     #[test]
     fn the_root_package_is_read() {
-        let package = root_package(&workspace_root()).unwrap();
+        let workspace = cargo_metadata(&workspace_root(), "Cargo.toml").unwrap();
+        let package = root_package(&workspace).unwrap();
         assert!(
             package
                 .version

@@ -651,9 +651,8 @@ pub const CARGO_TOOLS: [CargoTool; 3] = [
 impl CargoTool {
     /// `cargo-fuzz 0.13.1`, None when it is not installed.
     pub fn installed_version(&self) -> Option<String> {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let sub = self.krate.strip_prefix("cargo-").unwrap_or(self.krate);
-        let out = Command::new(cargo).args([sub, "--version"]).output().ok()?;
+        let out = crate::cargo().args([sub, "--version"]).output().ok()?;
         out.status
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())

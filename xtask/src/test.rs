@@ -8,7 +8,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use crate::{setup, workspace_root};
+use crate::{cargo, setup, workspace_root};
 
 #[derive(clap::Args, Default)]
 pub struct TestArgs {
@@ -30,10 +30,6 @@ fn step(name: &str, cmd: &mut Command) -> Result<()> {
         bail!("{name} failed ({status})");
     }
     Ok(())
-}
-
-fn cargo() -> Command {
-    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 
 pub fn run(args: &TestArgs) -> Result<i32> {

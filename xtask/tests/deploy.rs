@@ -13,6 +13,7 @@ use std::{
 };
 
 use serde_json::Value;
+use xtask::output_text;
 
 fn deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -51,15 +52,6 @@ fn run(tool: &str, package: &str, args: &[&str], cwd: Option<&Path>) -> Output {
     }
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "status: {}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 /// Every YAML document of `rel`, as JSON, parsed by PyYAML (Debian's python3-yaml).
 fn yaml_docs(rel: &str) -> Vec<Value> {
     const SCRIPT: &str =
@@ -91,7 +83,7 @@ fn yaml_docs(rel: &str) -> Vec<Value> {
         assert!(
             out.status.success(),
             "{rel} is not valid YAML:\n{}",
-            text(&out)
+            output_text(&out)
         );
         match serde_json::from_slice(&out.stdout).unwrap() {
             Value::Array(docs) => return docs,
@@ -245,7 +237,7 @@ fn systemd_analyze_verify() {
         assert!(
             !ppscope_installed && line.contains("Command /usr/local/bin/ppscope is not executable"),
             "systemd-analyze verify {UNIT}:\n{}",
-            text(&out)
+            output_text(&out)
         );
     }
 
@@ -267,7 +259,7 @@ fn systemd_analyze_verify() {
     assert!(
         out.status.success() && !stderr.contains("ppscope-agent"),
         "systemd-analyze verify (ExecStart=/bin/true):\n{}",
-        text(&out)
+        output_text(&out)
     );
 
     // Offline security review: overall exposure at most 3.0 of 10 ("OK").
@@ -285,7 +277,7 @@ fn systemd_analyze_verify() {
     assert!(
         out.status.success(),
         "systemd-analyze security: exposure above 3.0:\n{}",
-        text(&out)
+        output_text(&out)
     );
     let _ = fs::remove_dir_all(dir);
 }
@@ -305,7 +297,7 @@ fn promtool_check_config_and_rules() {
     assert!(
         out.status.success() && String::from_utf8_lossy(&out.stdout).contains("1 rule files found"),
         "promtool check config:\n{}",
-        text(&out)
+        output_text(&out)
     );
     let _ = fs::remove_dir_all(elsewhere);
 
@@ -318,7 +310,7 @@ fn promtool_check_config_and_rules() {
     assert!(
         out.status.success(),
         "promtool check rules:\n{}",
-        text(&out)
+        output_text(&out)
     );
 
     // The alerts fire (and stay quiet) on synthetic series as their unit tests expect.
@@ -328,7 +320,11 @@ fn promtool_check_config_and_rules() {
         &["test", "rules", "ppscope-alerts.test.yml"],
         Some(&prom),
     );
-    assert!(out.status.success(), "promtool test rules:\n{}", text(&out));
+    assert!(
+        out.status.success(),
+        "promtool test rules:\n{}",
+        output_text(&out)
+    );
 }
 
 #[test]
@@ -594,7 +590,7 @@ fn grafana_dashboard() {
     assert!(
         out.status.success(),
         "a dashboard query is not valid PromQL:\n{}",
-        text(&out)
+        output_text(&out)
     );
     let _ = fs::remove_dir_all(dir);
 }

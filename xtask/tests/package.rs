@@ -14,7 +14,7 @@ use std::{
     sync::OnceLock,
 };
 
-use xtask::workspace_root;
+use xtask::{output_text, workspace_root};
 
 const PACKAGE: &str = "ppscope";
 
@@ -29,18 +29,9 @@ fn run(cmd: &mut Command) -> Output {
         .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e} (`cargo xtask setup` installs it)"))
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "status: {}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 fn ok(cmd: &mut Command) -> String {
     let out = run(cmd);
-    assert!(out.status.success(), "{cmd:?}:\n{}", text(&out));
+    assert!(out.status.success(), "{cmd:?}:\n{}", output_text(&out));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -68,7 +59,7 @@ fn package_passes_lintian() {
     assert!(
         out.status.success() && complaints.is_empty(),
         "lintian:\n{}",
-        text(&out)
+        output_text(&out)
     );
 }
 
@@ -349,7 +340,7 @@ impl System {
             String::from_utf8_lossy(&state.stdout).trim(),
             "disabled",
             "{}",
-            text(&state)
+            output_text(&state)
         );
         if self.is_host() {
             // With its binary installed, the unit verifies without a complaint.
@@ -360,12 +351,16 @@ impl System {
             assert!(
                 out.status.success() && !stderr.contains("ppscope-agent"),
                 "systemd-analyze verify:\n{}",
-                text(&out)
+                output_text(&out)
             );
         }
         // As a user would after install.
         let out = self.systemctl(&["enable", "ppscope-agent.service"]);
-        assert!(out.status.success(), "systemctl enable:\n{}", text(&out));
+        assert!(
+            out.status.success(),
+            "systemctl enable:\n{}",
+            output_text(&out)
+        );
         assert!(self.exists("/etc/systemd/system/multi-user.target.wants/ppscope-agent.service"));
 
         self.ok("dpkg", &["-r", PACKAGE]);
@@ -433,7 +428,7 @@ fn package_installs_into_a_clean_debian_chroot() {
     let out = run(Command::new("mmdebstrap")
         .args(["--variant=apt", "--include=systemd", "--quiet", "bookworm"])
         .arg(&root));
-    assert!(out.status.success(), "mmdebstrap:\n{}", text(&out));
+    assert!(out.status.success(), "mmdebstrap:\n{}", output_text(&out));
     let chroot = System {
         root: root.to_path_buf(),
     };

@@ -20,7 +20,7 @@ mod vm;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 pub use stats::Spread;
 
@@ -194,8 +194,7 @@ fn find_object(ppscope: &Path) -> Result<PathBuf> {
 }
 
 fn build_xtask_bins(names: &[&str]) -> Result<Vec<PathBuf>> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
+    let mut cmd = crate::cargo();
     cmd.current_dir(crate::workspace_root()).args([
         "build",
         "-p",

@@ -8,13 +8,13 @@
 //! `target/reliability/soak-<unix time>.md` for RELIABILITY.md.
 use std::{
     fmt::Write as _,
-    process::Command,
     time::{Duration, Instant},
 };
 
 use anyhow::{Context, Result};
 
 use crate::{
+    cargo,
     vm::{run_script, VmRun},
     workspace_root,
 };
@@ -289,10 +289,6 @@ pub fn vm_soak(seconds: u64, step: u64, backend: &str) -> Result<SoakReport> {
         out.kernel_version,
         started.elapsed(),
     ))
-}
-
-fn cargo() -> Command {
-    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 
 /// Runs `cargo test ARGS -- --ignored --nocapture --test-threads=1 FILTER` with `envs`.

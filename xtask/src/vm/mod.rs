@@ -409,14 +409,13 @@ pub fn build_ppscope() -> Result<PathBuf> {
 /// [`build_ppscope`] with `--release` when `release` (the benchmarks: a debug build's
 /// user-space figures, start-up and the agent's CPU, say nothing of what users run).
 pub fn build_ppscope_profile(release: bool) -> Result<PathBuf> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut args = vec!["build", "-p", "ppscope", "--bin", "ppscope"];
     if release {
         args.push("--release");
     }
     eprintln!("vm: building ppscope (cargo {})", args.join(" "));
     args.push("--message-format=json-render-diagnostics");
-    let out = Command::new(cargo)
+    let out = crate::cargo()
         .current_dir(crate::workspace_root())
         .args(&args)
         .stderr(Stdio::inherit())

@@ -487,7 +487,8 @@ fn a_recording_replays_into_the_same_report() {
     fs::create_dir_all(&dir).unwrap();
     let file = dir.join("lab.ppscope");
     let mut rec = Command::new(PPSCOPE)
-        .args(["record", "--duration", "5s", "--interval", "20ms", "-o"])
+        // Stopped by Ctrl-C below, once the live report beside it has ended.
+        .args(["record", "--duration", "60s", "--interval", "20ms", "-o"])
         .arg(&file)
         .stderr(Stdio::piped())
         .spawn()
@@ -496,13 +497,17 @@ fn a_recording_replays_into_the_same_report() {
     let mut line = String::new();
     stderr.read_line(&mut line).unwrap();
     assert!(line.contains("recording page_pools"), "{line}");
-    // A live report of the same window beside it: both watch before the pool exists and
-    // end after the traffic, so both saw the pool's whole life.
+    // A live report beside it: both watch before the pool exists and end after the traffic
+    // (the recording starts first and is stopped once the report has ended, however long
+    // either took to load), so both saw the pool's whole life.
     let live = start_diagnose(&["--duration", "5s", "--json"]);
     lab.attach_xdp();
     lab.traffic(2);
     let live = finish_json(live);
-    assert!(rec.wait().unwrap().success());
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    let stopped = rec.wait().unwrap();
+    assert!(stopped.success(), "record stopped by Ctrl-C: {stopped}");
     // One that asks for the addresses: the control, the pools do have them.
     let addressed = start_diagnose(&["--duration", "2s", "--json", "--show-addresses"]);
     lab.traffic(1);
@@ -722,22 +727,48 @@ fn a_real_prometheus_scrapes_the_agent() {
     lab.attach_xdp();
     lab.traffic(1);
 
-    let prom = Prometheus::scraping(&addr, "agent");
-    let series = format!(
-        "ppscope_page_pool_pages_allocated_total{{device=\"{}\"}}",
-        lab.dev_rx
+    // The agent's own answer first: a failure below then says which side lost the pool.
+    let family = "ppscope_page_pool_pages_allocated_total";
+    let label = format!("device=\"{}\"", lab.dev_rx);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut exported = String::new();
+    while Instant::now() < deadline {
+        exported = http_get(&addr, "/metrics", None).1;
+        if metric(&exported, family, &label) > 0.0 {
+            break;
+        }
+        thread::sleep(Duration::from_millis(300));
+    }
+    let lines: Vec<&str> = exported
+        .lines()
+        .filter(|l| l.starts_with(family) || l.starts_with("ppscope_page_pool_alloc_total"))
+        .collect();
+    assert!(
+        metric(&exported, family, &label) > 0.0,
+        "the agent does not export {family}{{{label}}} > 0 after 1 s of traffic; it exports:\n{}\nits snapshot: {}",
+        lines.join("\n"),
+        http_get(&addr, "/api/v1/snapshot", None).1
     );
-    let query = |q: &str| prom.value(q);
+
+    let mut prom = Prometheus::scraping(&addr, "agent");
+    let series = format!("{family}{{{label}}}");
     let deadline = Instant::now() + Duration::from_secs(40);
     let mut first = None;
     while Instant::now() < deadline {
-        if let Some(v) = query(&series).filter(|v| *v > 0.0) {
+        if let Some(v) = prom.value(&series).filter(|v| *v > 0.0) {
             first = Some(v);
             break;
         }
         thread::sleep(Duration::from_millis(500));
     }
-    let first = first.unwrap_or_else(|| panic!("Prometheus never saw {series}"));
+    let Some(first) = first else {
+        panic!(
+            "Prometheus never saw {series} > 0, which the agent exports:\n{}\n{}",
+            lines.join("\n"),
+            prom.why_not()
+        )
+    };
+    let query = |q: &str| prom.value(q);
     lab.traffic(1);
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut later = first;

@@ -451,7 +451,8 @@ impl Prometheus {
             ))
             .arg(format!("--web.listen-address={addr}"))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            // Kept for `why_not`: what Prometheus said when a test finds nothing in it.
+            .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
             .spawn()
             .expect("prometheus (Debian package prometheus; cargo xtask setup installs it)");
         Self { child, dir, addr }
@@ -481,6 +482,44 @@ impl Prometheus {
     /// The first result's value of an instant query.
     pub fn value(&self, promql: &str) -> Option<f64> {
         self.query(promql)?[0]["value"][1].as_str()?.parse().ok()
+    }
+
+    /// For a failed wait: whether Prometheus still runs, how its scrapes of the target went
+    /// (health, last error, last scrape's duration), and the end of its log.
+    pub fn why_not(&mut self) -> String {
+        let running = match self.child.try_wait() {
+            Ok(None) => "running".to_string(),
+            Ok(Some(status)) => format!("exited: {status}"),
+            Err(e) => format!("unknown: {e}"),
+        };
+        let targets = http_get_timeout(&self.addr, "/api/v1/targets", Duration::from_secs(5))
+            .and_then(|(_, body)| serde_json::from_str::<serde_json::Value>(&body).ok())
+            .map(|v| {
+                v["data"]["activeTargets"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|t| {
+                        format!(
+                            "{} health {} last error {:?} last scrape {} ({} s)",
+                            t["scrapeUrl"],
+                            t["health"],
+                            t["lastError"],
+                            t["lastScrape"],
+                            t["lastScrapeDuration"]
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            })
+            .unwrap_or_else(|| "no answer from /api/v1/targets".into());
+        let log = std::fs::read_to_string(self.dir.join("prometheus.log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(15).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        format!(
+            "Prometheus {running}; targets: {targets}\nits log ends:\n{}",
+            tail.join("\n")
+        )
     }
 }
 

@@ -35,6 +35,10 @@ pub struct KernelOffsets {
     /// `struct page_pool`: `p.dev` (the `struct device *` used for DMA). veth passes the
     /// device embedded in its net_device; drivers of real hardware pass their bus device.
     pub pool_dev: u32,
+    /// `struct page_pool`: `destroy_cnt` (u64), non-zero once the pool's destruction began.
+    /// A destroyed pool can outlive the device its `p.dev` names (the pool takes no reference
+    /// on it without DMA mapping, as veth's), so that pointer is not followed then.
+    pub pool_destroy_cnt: u32,
     /// `struct net_device`: `dev` (the embedded `struct device`), for container_of.
     pub netdev_dev: u32,
     /// `struct device`: `class` (pointer), and `struct class`: `name` (pointer): a device
@@ -91,6 +95,7 @@ impl KernelOffsets {
         pool_napi: OFFSET_UNKNOWN,
         napi_dev: OFFSET_UNKNOWN,
         pool_dev: OFFSET_UNKNOWN,
+        pool_destroy_cnt: OFFSET_UNKNOWN,
         netdev_dev: OFFSET_UNKNOWN,
         device_class: OFFSET_UNKNOWN,
         class_name: OFFSET_UNKNOWN,

@@ -121,7 +121,11 @@ impl PoolRead for Typed {
 /// The net_device of a pool: its NAPI's device first (a pool whose device moved to another
 /// netns is re-parented to the old netns' loopback in `slow.netdev`, but its NAPI still names
 /// the real device), then `slow.netdev`, then the net_device around `p.dev` when that device
-/// is of class "net" (veth, which registers neither).
+/// is of class "net" (veth, which registers neither) and the pool is not being destroyed:
+/// a destroyed pool waiting for its pages may outlive that device (it holds no reference
+/// on it), whose memory may by then hold another net_device: a torn-down veth's pool would
+/// be named after a veth created since. Such a pool keeps the device read while it was
+/// alive, if any.
 #[inline(always)]
 pub(crate) fn pool_netdev(pool: u64, o: &ppscope_common::KernelOffsets) -> Option<u64> {
     if let Some(napi) = read_field::<u64>(pool, o.pool_napi).filter(|n| *n != 0) {
@@ -131,6 +135,9 @@ pub(crate) fn pool_netdev(pool: u64, o: &ppscope_common::KernelOffsets) -> Optio
     }
     if let Some(dev) = read_field::<u64>(pool, o.pool_netdev).filter(|d| *d != 0) {
         return Some(dev);
+    }
+    if read_field::<u64>(pool, o.pool_destroy_cnt).unwrap_or(0) != 0 {
+        return None;
     }
     let device = read_field::<u64>(pool, o.pool_dev).filter(|d| *d != 0)?;
     let class = read_field::<u64>(device, o.device_class).filter(|c| *c != 0)?;

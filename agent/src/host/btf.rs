@@ -317,6 +317,7 @@ impl KernelBtf {
             pool_napi: get("napi", "page_pool", &[&["p", "napi"]]),
             napi_dev: get("napi_dev", "napi_struct", &[&["dev"]]),
             pool_dev: get("device", "page_pool", &[&["p", "dev"]]),
+            pool_destroy_cnt: get("destroy_cnt", "page_pool", &[&["destroy_cnt"]]),
             netdev_dev: get("netdev_device", "net_device", &[&["dev"]]),
             device_class: get("device_class", "device", &[&["class"]]),
             class_name: get("class_name", "class", &[&["name"]]),

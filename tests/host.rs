@@ -751,7 +751,8 @@ fn a_real_prometheus_scrapes_the_agent() {
     );
 
     let mut prom = Prometheus::scraping(&addr, "agent");
-    let series = format!("{family}{{{label}}}");
+    // Summed: a device may have several pools (one per queue), each its own series.
+    let series = format!("sum({family}{{{label}}})");
     let deadline = Instant::now() + Duration::from_secs(40);
     let mut first = None;
     while Instant::now() < deadline {

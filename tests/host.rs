@@ -17,7 +17,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::{run, Prometheus, VethLab, PPSCOPE};
+use common::{free_tcp_port, metric_sum, run, Prometheus, VethLab, PPSCOPE};
 
 /// Starts `ppscope diagnose` and returns once it says it is watching.
 fn start_diagnose(args: &[&str]) -> Child {
@@ -679,14 +679,6 @@ fn http_get(addr: &str, path: &str, accept: Option<&str>) -> (u16, String) {
     try_http_get(addr, path, accept).unwrap_or_else(|| panic!("nothing answers on {addr}"))
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn our_programs_loaded() -> usize {
     aya::programs::loaded_programs()
         .filter_map(|p| p.ok())
@@ -734,7 +726,7 @@ fn a_real_prometheus_scrapes_the_agent() {
     let mut exported = String::new();
     while Instant::now() < deadline {
         exported = http_get(&addr, "/metrics", None).1;
-        if metric(&exported, family, &label) > 0.0 {
+        if metric_sum(&exported, family, &label) > 0.0 {
             break;
         }
         thread::sleep(Duration::from_millis(300));
@@ -744,7 +736,7 @@ fn a_real_prometheus_scrapes_the_agent() {
         .filter(|l| l.starts_with(family) || l.starts_with("ppscope_page_pool_alloc_total"))
         .collect();
     assert!(
-        metric(&exported, family, &label) > 0.0,
+        metric_sum(&exported, family, &label) > 0.0,
         "the agent does not export {family}{{{label}}} > 0 after 1 s of traffic; it exports:\n{}\nits snapshot: {}",
         lines.join("\n"),
         http_get(&addr, "/api/v1/snapshot", None).1
@@ -822,7 +814,7 @@ fn a_real_prometheus_scrapes_the_agent() {
 
 /// Starts `ppscope agent` on a free loopback port; returns it and its address.
 fn start_agent() -> (Reaper, String) {
-    let addr = format!("127.0.0.1:{}", free_port());
+    let addr = format!("127.0.0.1:{}", free_tcp_port());
     let mut agent = Reaper(
         Command::new(PPSCOPE)
             .args(["agent", "--listen", &addr, "--interval", "300ms"])
@@ -844,13 +836,6 @@ fn start_agent() -> (Reaper, String) {
     (agent, addr)
 }
 
-fn metric(text: &str, name: &str, label: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.split(['{', ' ']).next() == Some(name) && l.contains(label))
-        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum()
-}
-
 #[test]
 #[ignore = "needs root: run through `cargo xtask test`"]
 fn two_agents_side_by_side_count_the_same() {
@@ -862,8 +847,8 @@ fn two_agents_side_by_side_count_the_same() {
     thread::sleep(Duration::from_millis(1200));
     let label = format!("device=\"{}\"", lab.dev_rx);
     let name = "ppscope_page_pool_pages_allocated_total";
-    let a = metric(&http_get(&addr_a, "/metrics", None).1, name, &label);
-    let b = metric(&http_get(&addr_b, "/metrics", None).1, name, &label);
+    let a = metric_sum(&http_get(&addr_a, "/metrics", None).1, name, &label);
+    let b = metric_sum(&http_get(&addr_b, "/metrics", None).1, name, &label);
     assert!(a > 0.0, "agent A saw nothing");
     assert!((a - b).abs() <= 0.02 * a, "agents disagree: {a} vs {b}");
 }

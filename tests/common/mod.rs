@@ -514,8 +514,8 @@ impl Prometheus {
             })
             .unwrap_or_else(|| "no answer from /api/v1/targets".into());
         let log = std::fs::read_to_string(self.dir.join("prometheus.log")).unwrap_or_default();
-        let tail: Vec<&str> = log.lines().rev().take(15).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(15)..];
         format!(
             "Prometheus {running}; targets: {targets}\nits log ends:\n{}",
             tail.join("\n")

@@ -146,15 +146,6 @@ fn in_source_tree(dir: &Path) -> &Path {
 /// file system without `nodev`, which /tmp may have), removed when dropped, pass or fail.
 struct Scratch(PathBuf);
 
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = workspace_root().join("target/package-test").join(name);
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-}
-
 impl std::ops::Deref for Scratch {
     type Target = Path;
     fn deref(&self) -> &Path {
@@ -175,7 +166,10 @@ impl Drop for Scratch {
 }
 
 fn scratch(name: &str) -> Scratch {
-    Scratch::new(name)
+    let dir = workspace_root().join("target/package-test").join(name);
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    Scratch(dir)
 }
 
 /// Runs commands on a system root: this host ("/") or a chroot.

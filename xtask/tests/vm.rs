@@ -728,18 +728,32 @@ fn vm_advice_for_a_starved_virtio_pool_holds_when_applied() {
         .unwrap_or_else(|| panic!("no advice for vnet1:\n{output}"));
     let advice = &result["advice"];
     eprintln!("advice at 256: {}", result["summary"]);
-    // The same window, live and replayed from its recording, gives the same advice.
+    // A live diagnose of the same traffic, side by side with the recording, gives the same
+    // verdict. Not always the same size: the two sample independently, each as often as the
+    // guest lets it (under TCG one sample in 0.8 to 1 s, not the 10 ms asked), so their steps
+    // cut the bursts at different places (a CI run advised 512 live and 1024 from the
+    // recording). That the same samples, live and replayed, give the same advice is unit
+    // tested (`a_recording_of_a_live_window_replays_into_the_advice_it_gave`).
     let live: Value = serde_json::from_str(section(&output, "live")).unwrap();
     let replayed = &pools_named(&diag, "vnet1")[0]["advice"];
     let live_advice = &pools_named(&live, "vnet1")[0]["advice"];
-    assert_eq!(
-        live_advice["recommended_size"], advice["recommended_size"],
-        "live vs simulate --replay"
+    eprintln!(
+        "live advice: {} → {} ({})",
+        live_advice["current_size"], live_advice["recommended_size"], live_advice["verdict"]
     );
+    assert_eq!(live_advice["verdict"], "grow", "live: {live_advice:#}");
+    assert_eq!(live_advice["knob"], advice["knob"], "live: {live_advice:#}");
+    let live_size = live_advice["recommended_size"].as_u64().unwrap();
+    assert!(
+        live_size > 256 && live_size <= 1024,
+        "live: grow within QEMU's range: {live_advice:#}"
+    );
+    // The same recording, diagnosed and simulated, gives the same advice.
     assert_eq!(
         replayed["recommended_size"], advice["recommended_size"],
         "diagnose --replay vs simulate --replay"
     );
+    assert_eq!(advice["verdict"], "grow", "{advice:#}");
     assert_eq!(
         advice["knob"]["kind"], "device_queue_size",
         "virtio-net's knob is the queue size: {advice:#}"

@@ -19,8 +19,8 @@ if [ "$RESIZE" -gt 0 ]; then
     echo "@@ring"; ip netns exec ppb ethtool -g vnet1
 fi
 
-# A recording and a live diagnose side by side over the same window: the recording must
-# replay into the advice the live run gave.
+# A recording and a live diagnose side by side over the same traffic: both must advise the
+# same way (each samples on its own, so their steps need not match).
 ppscope record -o /tmp/lab.rec --duration 10m --interval 10ms 2>/tmp/rec.err &
 REC=$!
 ppscope diagnose --duration 10m --json --dev vnet1 >/tmp/live.json 2>/tmp/live.err &

@@ -304,12 +304,31 @@ pub fn diagnose(
     )?;
     let netlink_last = NetlinkSample::read();
     let rx_rings = rx_rings(samples.last().expect("sample_for takes two at least"));
-    let mut w = Window::over(&probes.facts, &samples);
-    w.netlink = Some((&netlink_first, &netlink_last));
-    w.timeline = Some((&samples, opts.interval));
-    w.rx_rings = Some(&rx_rings);
+    Ok(diagnose_window(
+        &probes.facts,
+        &samples,
+        Some((&netlink_first, &netlink_last)),
+        Some(&rx_rings),
+        opts,
+    ))
+}
+
+/// The snapshot of a live diagnose's window from its samples: every stage but the kernel
+/// reads (`diagnose` takes netlink's answers and the rx rings around the window). A
+/// recording of the same samples replays into the same advice (`replay::diagnose`).
+pub(crate) fn diagnose_window(
+    facts: &SourceFacts,
+    samples: &[RawSample],
+    netlink: Option<(&NetlinkSample, &NetlinkSample)>,
+    rx_rings: Option<&HashMap<u32, u32>>,
+    opts: &DiagnoseOptions,
+) -> Snapshot {
+    let mut w = Window::over(facts, samples);
+    w.netlink = netlink;
+    w.timeline = Some((samples, opts.interval));
+    w.rx_rings = rx_rings;
     w.only_dev = opts.only_dev;
-    Ok(pipeline::assemble(&w))
+    pipeline::assemble(&w)
 }
 
 /// The configured rx ring (`ethtool -g`) of every pool's device that reports one, by ifindex:

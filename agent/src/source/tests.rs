@@ -163,3 +163,95 @@ fn connect_source_reads_an_agents_last_interval_over_http() {
     server.stop();
     assert!(ConnectSource::new("ftp://x").is_err());
 }
+
+/// A starved pool's window as a live diagnose samples it: a ring of 256 under bursts (100
+/// pages taken a step for 15 steps of 10 ms, then 1,500 back at once), counted by the full
+/// hooks, the ring's books kept by hand.
+fn starved_window(t0: Instant) -> Vec<RawSample> {
+    use ppscope_common::{PoolIdentity, PoolState};
+    const RING: u64 = 256;
+    let mut id = testing::identity("vnet1");
+    id.ring_size = RING as u32;
+    id.known |= PoolIdentity::KNOWN_RING_SIZE;
+    let mut c = PoolCounters::default();
+    let mut fill = 0u64;
+    (0..161u64)
+        .map(|i| {
+            if i > 0 && i % 16 == 0 {
+                let into = 1500u64.min(RING - fill);
+                fill += into;
+                c.put_calls += 1500;
+                c.put_released += 1500 - into;
+            } else if i > 0 {
+                let from_ring = 100u64.min(fill);
+                fill -= from_ring;
+                let slow = 100 - from_ring;
+                c.alloc_calls += 100;
+                c.hold_pages += slow;
+                c.slow_calls += slow.div_ceil(64);
+                c.refill_pages += from_ring;
+                c.refill_calls += from_ring.div_ceil(64);
+            }
+            let mut s = testing::one_pool_sample(t0 + Duration::from_millis(10 * i), 0x1000, c, id);
+            s.pools.get_mut(&0x1000).unwrap().state = Some(PoolState {
+                ring_fill: fill as u32,
+                known: 1,
+                ..Default::default()
+            });
+            s
+        })
+        .collect()
+}
+
+#[test]
+fn a_recording_of_a_live_window_replays_into_the_advice_it_gave() {
+    let dir = std::env::temp_dir().join(format!("ppscope-same-advice-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("r.ppr");
+    let cov = Coverage {
+        alloc: true,
+        recycle: true,
+        refill: true,
+        slow: true,
+        hold: true,
+        release: true,
+        ..Coverage::default()
+    };
+    let t0 = Instant::now();
+    let samples = starved_window(t0);
+    let opts = live::DiagnoseOptions {
+        duration: Duration::from_secs(60),
+        interval: Duration::from_secs(1),
+        only_dev: Some("vnet1"),
+    };
+    let live = live::diagnose_window(
+        &testing::facts("6.18-test", cov),
+        &samples,
+        None,
+        None,
+        &opts,
+    );
+    testing::write_recording(
+        &path,
+        "6.18-test",
+        Duration::from_millis(10),
+        cov,
+        t0,
+        samples,
+    );
+    let rec = crate::recording::Recording::read(&path).unwrap();
+    let replayed = replay::diagnose(&rec, opts.interval, opts.only_dev);
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let advice = |s: &Snapshot| {
+        let p = &s.pools[0];
+        assert_eq!(p.ifname.as_deref(), Some("vnet1"));
+        serde_json::to_value(p.advice.as_ref().expect("advice")).unwrap()
+    };
+    let (live, replayed) = (advice(&live), advice(&replayed));
+    assert_eq!(
+        live["verdict"], "grow",
+        "bursts of 1,500 in a ring of 256: {live:#}"
+    );
+    assert_eq!(live, replayed, "the same samples, live and replayed");
+}

@@ -495,7 +495,7 @@ fn record_cmd(opts: &RecordArgs) -> Result<()> {
     let mut writer = recording::Writer::create(&opts.output, &header)?;
     let cannot_simulate = probes.facts.advice_unavailable();
     let interrupt = Interrupt::new()?;
-    let frames = live::record(
+    let recorded = live::record(
         &mut probes,
         &mut writer,
         opts.duration,
@@ -513,7 +513,14 @@ fn record_cmd(opts: &RecordArgs) -> Result<()> {
             }
         },
     )?;
-    log::info!("{frames} samples written to {}", opts.output.display());
+    log::info!(
+        "{} samples written to {}",
+        recorded.samples,
+        opts.output.display()
+    );
+    if let Some(note) = recorded.pace_note(opts.interval) {
+        log::warn!("{note}");
+    }
     Ok(())
 }
 

@@ -53,6 +53,75 @@ pub fn one_pool_sample(
     s
 }
 
+/// What `--detail full` hooks count: every hook a burst profile can be made of.
+pub fn full_coverage() -> Coverage {
+    Coverage {
+        alloc: true,
+        recycle: true,
+        refill: true,
+        slow: true,
+        hold: true,
+        release: true,
+        ..Coverage::default()
+    }
+}
+
+/// A pool (at address 7, with identity `id` and a ring of 256) under bursts, `steps` samples
+/// 10 ms apart: 100 pages taken a step for 15 steps, then 1,500 back at once. Counted the way
+/// each detail level's hooks count it: `full` (first) sees every allocation and recycle,
+/// `light` sees refills, pages from the allocator, pages that found the ring full and the
+/// ring's fill. The books of a ring of 256 are kept by hand (no alloc cache: every page taken
+/// goes through the ring or the allocator).
+pub fn starved_ring(steps: usize, mut id: PoolIdentity) -> (Vec<RawSample>, Vec<RawSample>) {
+    use ppscope_common::PoolState;
+    const RING: u64 = 256;
+    let t0 = Instant::now();
+    id.ring_size = RING as u32;
+    id.known |= PoolIdentity::KNOWN_RING_SIZE;
+    let (mut full, mut light) = (PoolCounters::default(), PoolCounters::default());
+    let mut fill = 0u64;
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for i in 0..steps {
+        if i > 0 && i % 16 == 0 {
+            let into = 1500u64.min(RING - fill);
+            fill += into;
+            full.put_calls += 1500;
+            full.put_released += 1500 - into;
+            light.release_pages += 1500 - into;
+        } else if i > 0 {
+            let from_ring = 100u64.min(fill);
+            fill -= from_ring;
+            let slow = 100 - from_ring;
+            for c in [&mut full, &mut light] {
+                c.hold_pages += slow;
+                c.slow_calls += slow.div_ceil(64);
+                c.refill_pages += from_ring;
+                c.refill_calls += from_ring.div_ceil(64);
+            }
+            full.alloc_calls += 100;
+        }
+        let at = t0 + Duration::from_millis(10 * i as u64);
+        let state = PoolState {
+            ring_fill: fill as u32,
+            known: 1,
+            ..Default::default()
+        };
+        for (counters, out) in [(full, &mut a), (light, &mut b)] {
+            let mut s = RawSample::empty(at);
+            s.pools.insert(
+                7,
+                RawPool {
+                    identity: Some(id),
+                    state: Some(state),
+                    ..RawPool::from_counters(counters)
+                },
+            );
+            out.push(s);
+        }
+    }
+    (a, b)
+}
+
 /// A snapshot of `pools` pools a second apart, each of which took and gave back pages (what
 /// the page_pool tracepoints count), named `ppscope:1` on.
 pub fn snapshot_with_pools(pools: u64) -> crate::snapshot::Snapshot {

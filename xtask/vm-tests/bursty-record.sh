@@ -19,8 +19,9 @@ if [ "$RESIZE" -gt 0 ]; then
     echo "@@ring"; ip netns exec ppb ethtool -g vnet1
 fi
 
-# A recording and a live diagnose side by side over the same traffic: both must advise the
-# same way (each samples on its own, so their steps need not match).
+# A recording (every 10 ms) and a live diagnose (every 100 ms: its 10 m window / 6000) side
+# by side over the same traffic, each stopped by Ctrl-C when it ends: the VM test wants the
+# same verdict and knob from both, not the same size.
 ppscope record -o /tmp/lab.rec --duration 10m --interval 10ms 2>/tmp/rec.err &
 REC=$!
 ppscope diagnose --duration 10m --json --dev vnet1 >/tmp/live.json 2>/tmp/live.err &
@@ -36,6 +37,7 @@ kill -INT "$REC" "$LIVE"
 wait "$REC"
 wait "$LIVE"
 echo "@@workload"; cat /tmp/recv.txt /tmp/send.txt
+echo "@@samplers"; cat /tmp/rec.err /tmp/live.err
 echo "@@live"; cat /tmp/live.json
 echo "@@diagnose"; ppscope diagnose --replay /tmp/lab.rec --json --dev vnet1
 echo "@@simulate"; ppscope simulate --replay /tmp/lab.rec --dev vnet1 --json

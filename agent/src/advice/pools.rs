@@ -191,77 +191,12 @@ mod tests {
         assert_eq!(resized_without_rebuild(&p, &ctx, &m), None);
     }
 
-    /// A pool with a 256-entry ring under bursts (100 pages taken a step for 15 steps, then
-    /// 1,500 back at once), counted the way each detail level's hooks count it: `full` sees
-    /// every allocation and recycle, `light` sees refills, pages from the allocator, pages
-    /// that found the ring full and the ring's fill. The books of a ring of 256 are kept by
-    /// hand (no alloc cache: every page taken goes through the ring or the allocator).
-    fn two_levels(steps: usize) -> (Vec<crate::model::RawSample>, Vec<crate::model::RawSample>) {
-        use crate::model::{RawPool, RawSample};
-        use ppscope_common::{PoolCounters, PoolState};
-        use std::time::{Duration, Instant};
-        const RING: u64 = 256;
-        let t0 = Instant::now();
-        let mut id = PoolIdentity::EMPTY;
-        id.ring_size = RING as u32;
-        id.netdev = 0x1000;
-        id.known = PoolIdentity::KNOWN_RING_SIZE;
-        let (mut full, mut light) = (PoolCounters::default(), PoolCounters::default());
-        let mut fill = 0u64;
-        let (mut a, mut b) = (Vec::new(), Vec::new());
-        for i in 0..steps {
-            if i > 0 && i % 16 == 0 {
-                let into = 1500u64.min(RING - fill);
-                fill += into;
-                full.put_calls += 1500;
-                full.put_released += 1500 - into;
-                light.release_pages += 1500 - into;
-            } else if i > 0 {
-                let from_ring = 100u64.min(fill);
-                fill -= from_ring;
-                let slow = 100 - from_ring;
-                for c in [&mut full, &mut light] {
-                    c.hold_pages += slow;
-                    c.slow_calls += slow.div_ceil(64);
-                    c.refill_pages += from_ring;
-                    c.refill_calls += from_ring.div_ceil(64);
-                }
-                full.alloc_calls += 100;
-            }
-            let at = t0 + Duration::from_millis(10 * i as u64);
-            let state = PoolState {
-                ring_fill: fill as u32,
-                known: 1,
-                ..Default::default()
-            };
-            for (counters, out) in [(full, &mut a), (light, &mut b)] {
-                let mut s = RawSample::empty(at);
-                s.pools.insert(
-                    7,
-                    RawPool {
-                        identity: Some(id),
-                        state: Some(state),
-                        ..RawPool::from_counters(counters)
-                    },
-                );
-                out.push(s);
-            }
-        }
-        (a, b)
-    }
-
     #[test]
     fn light_and_full_counts_of_the_same_traffic_give_the_same_advice() {
-        let (full, light) = two_levels(161);
-        let cov_full = Coverage {
-            alloc: true,
-            recycle: true,
-            refill: true,
-            slow: true,
-            hold: true,
-            release: true,
-            ..Default::default()
-        };
+        let mut id = PoolIdentity::EMPTY;
+        id.netdev = 0x1000;
+        let (full, light) = crate::testing::starved_ring(161, id);
+        let cov_full = crate::testing::full_coverage();
         let cov_light = Coverage {
             alloc: false,
             recycle: false,

@@ -315,7 +315,8 @@ pub fn diagnose(
 
 /// The snapshot of a live diagnose's window from its samples: every stage but the kernel
 /// reads (`diagnose` takes netlink's answers and the rx rings around the window). A
-/// recording of the same samples replays into the same advice (`replay::diagnose`).
+/// recording of the same samples replays into the same advice (`replay::diagnose`), bar the
+/// ring check, which needs the rx rings of the live kernel.
 pub(crate) fn diagnose_window(
     facts: &SourceFacts,
     samples: &[RawSample],
@@ -352,8 +353,37 @@ fn rx_rings(sample: &RawSample) -> HashMap<u32, u32> {
     rings
 }
 
+/// What `ppscope record` wrote: how many samples, from the first to the last over `span`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recorded {
+    pub samples: u64,
+    pub span: Duration,
+}
+
+impl Recorded {
+    /// Says so when the samples came much slower than `asked`: a sample reads every pool's
+    /// counters, and with many pools or a slow machine that takes longer than a short interval
+    /// (the VM lab's emulated guests manage about one a second when asked for 10 ms). The
+    /// recording stays true, since a replay steps by the times the samples were taken, but its
+    /// steps are coarser than asked, and so is the burst profile the advice replays.
+    pub fn pace_note(&self, asked: Duration) -> Option<String> {
+        if self.samples < 2 {
+            return None;
+        }
+        let mean = self.span / u32::try_from(self.samples - 1).unwrap_or(u32::MAX);
+        (mean > asked * 3 / 2).then(|| {
+            let ms = |d: Duration| humantime::format_duration(Duration::from_millis(d.as_millis() as u64));
+            format!(
+                "one sample every {} on average, not every {}: sampling took longer than the interval, so the recording's steps (and the advice's burst profile) are that coarse",
+                ms(mean),
+                ms(asked)
+            )
+        })
+    }
+}
+
 /// `ppscope record`: samples every `interval` for `duration` (or until `wait` says it was
-/// interrupted) into `writer`, each sample timed from the first. Returns the samples written.
+/// interrupted) into `writer`, each sample timed from the first.
 pub fn record(
     probes: &mut Probes,
     writer: &mut crate::recording::Writer,
@@ -361,18 +391,22 @@ pub fn record(
     interval: Duration,
     wait: impl FnMut(Duration) -> bool,
     started: impl FnOnce(),
-) -> Result<u64> {
+) -> Result<Recorded> {
     let mut start = None;
     let mut started = Some(started);
-    let mut frames = 0u64;
+    let mut recorded = Recorded {
+        samples: 0,
+        span: Duration::ZERO,
+    };
     sample_for(probes, duration, interval, wait, |s| {
         let start = *start.get_or_insert(s.at);
         writer.append(s, start)?;
-        frames += 1;
+        recorded.samples += 1;
+        recorded.span = s.at.duration_since(start);
         if let Some(started) = started.take() {
             started();
         }
         Ok(())
     })?;
-    Ok(frames)
+    Ok(recorded)
 }

@@ -1,4 +1,4 @@
-use std::time::Instant;
+use std::{collections::HashMap, time::Instant};
 
 use ppscope_common::PoolCounters;
 
@@ -6,7 +6,7 @@ use super::*;
 use crate::{
     advice::scenario,
     export::http::{BlockingServer, Publication, ServerState},
-    model::{Coverage, RawSample},
+    model::{Coverage, RawSample, SourceFacts},
     testing,
 };
 
@@ -164,81 +164,41 @@ fn connect_source_reads_an_agents_last_interval_over_http() {
     assert!(ConnectSource::new("ftp://x").is_err());
 }
 
-/// A starved pool's window as a live diagnose samples it: a ring of 256 under bursts (100
-/// pages taken a step for 15 steps of 10 ms, then 1,500 back at once), counted by the full
-/// hooks, the ring's books kept by hand.
-fn starved_window(t0: Instant) -> Vec<RawSample> {
-    use ppscope_common::{PoolIdentity, PoolState};
-    const RING: u64 = 256;
-    let mut id = testing::identity("vnet1");
-    id.ring_size = RING as u32;
-    id.known |= PoolIdentity::KNOWN_RING_SIZE;
-    let mut c = PoolCounters::default();
-    let mut fill = 0u64;
-    (0..161u64)
-        .map(|i| {
-            if i > 0 && i % 16 == 0 {
-                let into = 1500u64.min(RING - fill);
-                fill += into;
-                c.put_calls += 1500;
-                c.put_released += 1500 - into;
-            } else if i > 0 {
-                let from_ring = 100u64.min(fill);
-                fill -= from_ring;
-                let slow = 100 - from_ring;
-                c.alloc_calls += 100;
-                c.hold_pages += slow;
-                c.slow_calls += slow.div_ceil(64);
-                c.refill_pages += from_ring;
-                c.refill_calls += from_ring.div_ceil(64);
-            }
-            let mut s = testing::one_pool_sample(t0 + Duration::from_millis(10 * i), 0x1000, c, id);
-            s.pools.get_mut(&0x1000).unwrap().state = Some(PoolState {
-                ring_fill: fill as u32,
-                known: 1,
-                ..Default::default()
-            });
-            s
-        })
-        .collect()
-}
-
 #[test]
 fn a_recording_of_a_live_window_replays_into_the_advice_it_gave() {
     let dir = std::env::temp_dir().join(format!("ppscope-same-advice-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("r.ppr");
-    let cov = Coverage {
-        alloc: true,
-        recycle: true,
-        refill: true,
-        slow: true,
-        hold: true,
-        release: true,
-        ..Coverage::default()
+    // What the advice reads of the source: its coverage and its page size (not this host's).
+    let facts = SourceFacts {
+        page_size: 16384,
+        ..testing::facts("7.2-test", testing::full_coverage())
     };
-    let t0 = Instant::now();
-    let samples = starved_window(t0);
+    // A starved virtio-net pool, as the full hooks count it.
+    let mut id = testing::identity("vnet1");
+    id.ifindex = 3;
+    id.driver[..10].copy_from_slice(b"virtio_net");
+    id.known |= ppscope_common::PoolIdentity::KNOWN_IFINDEX;
+    let (samples, _) = testing::starved_ring(161, id);
+    let t0 = samples[0].at;
     let opts = live::DiagnoseOptions {
         duration: Duration::from_secs(60),
         interval: Duration::from_secs(1),
         only_dev: Some("vnet1"),
     };
-    let live = live::diagnose_window(
-        &testing::facts("6.18-test", cov),
-        &samples,
-        None,
-        None,
-        &opts,
-    );
-    testing::write_recording(
-        &path,
-        "6.18-test",
-        Duration::from_millis(10),
-        cov,
-        t0,
-        samples,
-    );
+    let live = live::diagnose_window(&facts, &samples, None, None, &opts);
+    // The ring check, which only a live diagnose makes: `ethtool -g` says 1024 now.
+    let rx_rings = HashMap::from([(3, 1024)]);
+    let checked = live::diagnose_window(&facts, &samples, None, Some(&rx_rings), &opts);
+    // Written as `ppscope record` writes.
+    let interval = Duration::from_millis(10);
+    let mut w =
+        crate::recording::Writer::create(&path, &crate::recording::Header::new(&facts, interval))
+            .unwrap();
+    for s in &samples {
+        w.append(s, t0).unwrap();
+    }
+    drop(w);
     let rec = crate::recording::Recording::read(&path).unwrap();
     let replayed = replay::diagnose(&rec, opts.interval, opts.only_dev);
     std::fs::remove_dir_all(&dir).unwrap();
@@ -248,10 +208,50 @@ fn a_recording_of_a_live_window_replays_into_the_advice_it_gave() {
         assert_eq!(p.ifname.as_deref(), Some("vnet1"));
         serde_json::to_value(p.advice.as_ref().expect("advice")).unwrap()
     };
-    let (live, replayed) = (advice(&live), advice(&replayed));
+    let (live, mut checked, replayed) = (advice(&live), advice(&checked), advice(&replayed));
     assert_eq!(
         live["verdict"], "grow",
         "bursts of 1,500 in a ring of 256: {live:#}"
     );
+    assert_eq!(live["knob"]["kind"], "device_queue_size", "{live:#}");
     assert_eq!(live, replayed, "the same samples, live and replayed");
+    // The ring check adds its note and the suspected size, and changes nothing else.
+    let note = checked["evidence"].as_array_mut().unwrap().pop().unwrap();
+    assert!(
+        note.as_str().unwrap().contains("did not rebuild the pool"),
+        "{note}"
+    );
+    assert_eq!(checked["resize_suspect"], 256);
+    checked["resize_suspect"] = live["resize_suspect"].clone();
+    assert_eq!(
+        checked, live,
+        "the ring check changes only its note and resize_suspect"
+    );
+}
+
+#[test]
+fn a_recording_that_could_not_keep_its_pace_says_so() {
+    let ms = Duration::from_millis;
+    // 13 samples over 11.3 s when asked for 10 ms, as the VM lab's emulated guest wrote.
+    let slow = live::Recorded {
+        samples: 13,
+        span: ms(11_298),
+    };
+    let note = slow.pace_note(ms(10)).expect("far slower than asked");
+    assert!(
+        note.starts_with("one sample every 941ms on average, not every 10ms"),
+        "{note}"
+    );
+    // Within half an interval of the pace asked, or too few samples for a pace: nothing.
+    let kept = live::Recorded {
+        samples: 1001,
+        span: ms(14_000),
+    };
+    assert_eq!(kept.pace_note(ms(10)), None);
+    assert_eq!(kept.pace_note(ms(13)), None);
+    let lone = live::Recorded {
+        samples: 1,
+        span: Duration::ZERO,
+    };
+    assert_eq!(lone.pace_note(ms(10)), None);
 }

@@ -53,8 +53,9 @@ pub fn one_pool_sample(
     s
 }
 
-/// What `--detail full` hooks count: every hook a burst profile can be made of.
-pub fn full_coverage() -> Coverage {
+/// Every hook a burst profile reads, attached: the allocation and recycle hooks of `--detail
+/// full`, and the refill, slow-path, hold and release hooks `--detail light` keeps.
+pub fn profile_coverage() -> Coverage {
     Coverage {
         alloc: true,
         recycle: true,
@@ -68,11 +69,11 @@ pub fn full_coverage() -> Coverage {
 
 /// A pool (at address 7, with identity `id` and a ring of 256) under bursts, `steps` samples
 /// 10 ms apart: 100 pages taken a step for 15 steps, then 1,500 back at once. Counted the way
-/// each detail level's hooks count it: `full` (first) sees every allocation and recycle,
+/// each detail level's hooks count it: `full` sees every allocation and recycle,
 /// `light` sees refills, pages from the allocator, pages that found the ring full and the
 /// ring's fill. The books of a ring of 256 are kept by hand (no alloc cache: every page taken
 /// goes through the ring or the allocator).
-pub fn starved_ring(steps: usize, mut id: PoolIdentity) -> (Vec<RawSample>, Vec<RawSample>) {
+pub fn starved_ring(steps: usize, mut id: PoolIdentity) -> StarvedRing {
     use ppscope_common::PoolState;
     const RING: u64 = 256;
     let t0 = Instant::now();
@@ -119,7 +120,13 @@ pub fn starved_ring(steps: usize, mut id: PoolIdentity) -> (Vec<RawSample>, Vec<
             out.push(s);
         }
     }
-    (a, b)
+    StarvedRing { full: a, light: b }
+}
+
+/// [`starved_ring`]'s samples, as each detail level's hooks count them.
+pub struct StarvedRing {
+    pub full: Vec<RawSample>,
+    pub light: Vec<RawSample>,
 }
 
 /// A snapshot of `pools` pools a second apart, each of which took and gave back pages (what

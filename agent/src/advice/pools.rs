@@ -195,8 +195,8 @@ mod tests {
     fn light_and_full_counts_of_the_same_traffic_give_the_same_advice() {
         let mut id = PoolIdentity::EMPTY;
         id.netdev = 0x1000;
-        let (full, light) = crate::testing::starved_ring(161, id);
-        let cov_full = crate::testing::full_coverage();
+        let crate::testing::StarvedRing { full, light } = crate::testing::starved_ring(161, id);
+        let cov_full = crate::testing::profile_coverage();
         let cov_light = Coverage {
             alloc: false,
             recycle: false,

@@ -353,7 +353,7 @@ fn rx_rings(sample: &RawSample) -> HashMap<u32, u32> {
     rings
 }
 
-/// What `ppscope record` wrote: how many samples, from the first to the last over `span`.
+/// What `ppscope record` wrote: how many samples, and `span` from the first to the last.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Recorded {
     pub samples: u64,
@@ -361,24 +361,31 @@ pub struct Recorded {
 }
 
 impl Recorded {
-    /// Says so when the samples came much slower than `asked`: a sample reads every pool's
-    /// counters, and with many pools or a slow machine that takes longer than a short interval
-    /// (the VM lab's emulated guests manage about one a second when asked for 10 ms). The
-    /// recording stays true, since a replay steps by the times the samples were taken, but its
-    /// steps are coarser than asked, and so is the burst profile the advice replays.
+    /// Says so when the samples came more than 1.5 times slower than `asked`. Each sample
+    /// waits the interval and then reads every pool, and with many pools or a slow machine the
+    /// reads add up (a debug build on a 2-core host kept one every ~50 ms when asked for
+    /// 10 ms; the VM lab's emulated guests about one a second). The recording stays true,
+    /// since a replay steps by the times the samples were taken, but its steps are coarser
+    /// than asked, and so is the burst profile the advice replays.
     pub fn pace_note(&self, asked: Duration) -> Option<String> {
-        if self.samples < 2 {
+        let gaps = u128::from(self.samples.checked_sub(1).filter(|&g| g > 0)?);
+        if self.span.as_nanos() * 2 <= asked.as_nanos() * 3 * gaps {
             return None;
         }
-        let mean = self.span / u32::try_from(self.samples - 1).unwrap_or(u32::MAX);
-        (mean > asked * 3 / 2).then(|| {
-            let ms = |d: Duration| humantime::format_duration(Duration::from_millis(d.as_millis() as u64));
-            format!(
-                "one sample every {} on average, not every {}: sampling took longer than the interval, so the recording's steps (and the advice's burst profile) are that coarse",
-                ms(mean),
-                ms(asked)
-            )
-        })
+        let mean = Duration::from_nanos((self.span.as_nanos() / gaps) as u64);
+        // Whole milliseconds, or microseconds below one: the figure, not its noise.
+        let mean = if mean >= Duration::from_millis(1) {
+            Duration::from_millis(mean.as_millis() as u64)
+        } else {
+            Duration::from_micros(mean.as_micros() as u64)
+        };
+        Some(format!(
+            "one sample every {} on average, not every {}: reading every pool after each wait \
+             took too long to keep that pace, so the recording's steps (and the advice's burst \
+             profile) are that coarse",
+            humantime::format_duration(mean),
+            humantime::format_duration(asked)
+        ))
     }
 }
 

@@ -172,14 +172,14 @@ fn a_recording_of_a_live_window_replays_into_the_advice_it_gave() {
     // What the advice reads of the source: its coverage and its page size (not this host's).
     let facts = SourceFacts {
         page_size: 16384,
-        ..testing::facts("7.2-test", testing::full_coverage())
+        ..testing::facts("7.2-test", testing::profile_coverage())
     };
     // A starved virtio-net pool, as the full hooks count it.
     let mut id = testing::identity("vnet1");
     id.ifindex = 3;
     id.driver[..10].copy_from_slice(b"virtio_net");
     id.known |= ppscope_common::PoolIdentity::KNOWN_IFINDEX;
-    let (samples, _) = testing::starved_ring(161, id);
+    let samples = testing::starved_ring(161, id).full;
     let t0 = samples[0].at;
     let opts = live::DiagnoseOptions {
         duration: Duration::from_secs(60),
@@ -215,7 +215,7 @@ fn a_recording_of_a_live_window_replays_into_the_advice_it_gave() {
     );
     assert_eq!(live["knob"]["kind"], "device_queue_size", "{live:#}");
     assert_eq!(live, replayed, "the same samples, live and replayed");
-    // The ring check adds its note and the suspected size, and changes nothing else.
+    // The ring check adds its note and the suspected size, and nothing else in the advice.
     let note = checked["evidence"].as_array_mut().unwrap().pop().unwrap();
     assert!(
         note.as_str().unwrap().contains("did not rebuild the pool"),
@@ -254,4 +254,16 @@ fn a_recording_that_could_not_keep_its_pace_says_so() {
         span: Duration::ZERO,
     };
     assert_eq!(lone.pace_note(ms(10)), None);
+    // Below a millisecond the figures are in microseconds, the asked one as it was given.
+    let fast = live::Recorded {
+        samples: 11,
+        span: Duration::from_micros(8_000),
+    };
+    let note = fast
+        .pace_note(Duration::from_micros(500))
+        .expect("800us against 500us");
+    assert!(
+        note.starts_with("one sample every 800us on average, not every 500us"),
+        "{note}"
+    );
 }

@@ -1,7 +1,6 @@
 //! Test support shared by this crate's unit tests and other crates' tests (the TUI's frames):
 //! samples and recordings built by hand. Not part of the tool.
 use std::{
-    collections::HashMap,
     path::Path,
     time::{Duration, Instant},
 };
@@ -153,26 +152,20 @@ pub fn snapshot_with_pools(pools: u64) -> crate::snapshot::Snapshot {
     crate::model::snapshot(&facts("test", cov), &first, &later)
 }
 
-/// Writes a recording as `ppscope record` does: a header (version `test`, no hooks, no drop
-/// reasons) and one frame a sample, timed from `start`.
+/// Writes a recording as `ppscope record` does: the header `record` writes for `facts`
+/// (version `test`, started at the epoch, so that what shows it does not change from run to
+/// run) and one frame a sample, timed from `start`.
 pub fn write_recording(
     path: &Path,
-    kernel: &str,
+    facts: &SourceFacts,
     interval: Duration,
-    coverage: Coverage,
     start: Instant,
     samples: impl IntoIterator<Item = RawSample>,
 ) {
     let header = recording::Header {
         ppscope_version: "test".into(),
-        kernel: kernel.into(),
         started_unix_ms: 0,
-        interval_ns: interval.as_nanos() as u64,
-        coverage,
-        hooks: Vec::new(),
-        drop_reasons: HashMap::new(),
-        page_size: Some(4096),
-        detail: Default::default(),
+        ..recording::Header::new(facts, interval)
     };
     let mut w = recording::Writer::create(path, &header).unwrap();
     for s in samples {

@@ -424,9 +424,8 @@ fn replayed_app() -> App {
     }
     testing::write_recording(
         &path,
-        "7.2.13-test",
+        &testing::facts("7.2.13-test", coverage),
         Duration::from_millis(10),
-        coverage,
         t0,
         samples,
     );

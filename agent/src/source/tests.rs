@@ -105,9 +105,8 @@ fn replay_source_steps_through_a_recording_and_ends() {
         .map(|(i, (a, s))| sample(t0 + Duration::from_millis(500 * i as u64), *a, *s));
     testing::write_recording(
         &path,
-        "6.18-test",
+        &testing::facts("6.18-test", cov),
         Duration::from_millis(500),
-        cov,
         t0,
         samples,
     );
@@ -190,15 +189,7 @@ fn a_recording_of_a_live_window_replays_into_the_advice_it_gave() {
     // The ring check, which only a live diagnose makes: `ethtool -g` says 1024 now.
     let rx_rings = HashMap::from([(3, 1024)]);
     let checked = live::diagnose_window(&facts, &samples, None, Some(&rx_rings), &opts);
-    // Written as `ppscope record` writes.
-    let interval = Duration::from_millis(10);
-    let mut w =
-        crate::recording::Writer::create(&path, &crate::recording::Header::new(&facts, interval))
-            .unwrap();
-    for s in &samples {
-        w.append(s, t0).unwrap();
-    }
-    drop(w);
+    testing::write_recording(&path, &facts, Duration::from_millis(10), t0, samples);
     let rec = crate::recording::Recording::read(&path).unwrap();
     let replayed = replay::diagnose(&rec, opts.interval, opts.only_dev);
     std::fs::remove_dir_all(&dir).unwrap();

@@ -89,9 +89,8 @@ fn sample(at: Instant, allocs: u64, slow: u64) -> RawSample {
 
 #[test]
 fn replay_source_steps_through_a_recording_and_ends() {
-    let dir = std::env::temp_dir().join(format!("ppscope-replay-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("r.ppr");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.ppr");
     let cov = Coverage {
         alloc: true,
         slow: true,
@@ -131,7 +130,6 @@ fn replay_source_steps_through_a_recording_and_ends() {
         .is_empty());
     std::fs::write(&path, b"not a recording").unwrap();
     assert!(ReplaySource::open(&path).is_err());
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -165,9 +163,8 @@ fn connect_source_reads_an_agents_last_interval_over_http() {
 
 #[test]
 fn a_recording_of_a_live_window_replays_into_the_advice_it_gave() {
-    let dir = std::env::temp_dir().join(format!("ppscope-same-advice-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("r.ppr");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.ppr");
     // What the advice reads of the source: its coverage and its page size (not this host's).
     let facts = SourceFacts {
         page_size: 16384,
@@ -192,7 +189,6 @@ fn a_recording_of_a_live_window_replays_into_the_advice_it_gave() {
     testing::write_recording(&path, &facts, Duration::from_millis(10), t0, samples);
     let rec = crate::recording::Recording::read(&path).unwrap();
     let replayed = replay::diagnose(&rec, opts.interval, opts.only_dev);
-    std::fs::remove_dir_all(&dir).unwrap();
 
     let advice = |s: &Snapshot| {
         let p = &s.pools[0];

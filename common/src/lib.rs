@@ -3,11 +3,25 @@
 //! Everything here is `#[repr(C)]`, plain old data, and free of `std`: the eBPF crate builds it
 //! for `bpfel-unknown-none`. Field order is part of the contract between the two sides; the
 //! object is always built from the same checkout as the agent, so there is no versioning.
-#![no_std]
+#![cfg_attr(not(test), no_std)]
 
 /// Number of log2 latency buckets: bucket `i` holds durations `d` with `2^i <= d < 2^(i+1)` ns
 /// (bucket 0 also holds 0 ns); the last bucket also holds everything larger (≥ 2^31 ns ≈ 2.1 s).
 pub const LATENCY_BUCKETS: usize = 32;
+
+/// The log2 bucket of `v` (see [`LATENCY_BUCKETS`]): ⌊log2 v⌋, 0 for 0 and 1, the last bucket
+/// for anything larger. Counted from the leading zeros, with no branch but the clamp: the
+/// programs index their histograms with it, and a loop of compares made the verifier walk
+/// everything after it once per bucket the index could be (an array index is a value it
+/// tracks exactly), the larger part of the instructions it walked for a hook at start-up.
+pub const fn log2_bucket(v: u64) -> usize {
+    let b = 63 - (v | 1).leading_zeros() as usize;
+    if b < LATENCY_BUCKETS {
+        b
+    } else {
+        LATENCY_BUCKETS - 1
+    }
+}
 
 /// Pools tracked at once unless `--map-capacity` says otherwise (LRU maps: the least
 /// recently seen pool is evicted). The agent sets every pool-keyed map to the capacity.
@@ -707,4 +721,42 @@ mod pod {
     unsafe impl aya::Pod for super::DropKey {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::ReleaseMark {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The buckets as the programs filled them before (a loop halving the shift), which the
+    /// agent's percentiles read: the same for every value.
+    fn by_halving(mut v: u64) -> usize {
+        let mut b = 0usize;
+        let mut shift = 32u32;
+        while shift > 0 {
+            if v >> shift != 0 {
+                v >>= shift;
+                b += shift as usize;
+            }
+            shift >>= 1;
+        }
+        b.min(LATENCY_BUCKETS - 1)
+    }
+
+    #[test]
+    fn log2_buckets_hold_powers_of_two_and_clamp_at_the_last() {
+        assert_eq!(log2_bucket(0), 0);
+        assert_eq!(log2_bucket(1), 0);
+        assert_eq!(log2_bucket(2), 1);
+        assert_eq!(log2_bucket(3), 1);
+        assert_eq!(log2_bucket(1023), 9);
+        assert_eq!(log2_bucket(1024), 10);
+        assert_eq!(log2_bucket((1 << 31) - 1), 30);
+        assert_eq!(log2_bucket(1 << 31), LATENCY_BUCKETS - 1);
+        assert_eq!(log2_bucket(u64::MAX), LATENCY_BUCKETS - 1);
+        for shift in 0..64 {
+            for v in [1u64 << shift, (1u64 << shift) - 1, (1u64 << shift) + 1] {
+                assert_eq!(log2_bucket(v), by_halving(v), "{v}");
+            }
+        }
+    }
 }

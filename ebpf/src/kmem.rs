@@ -5,7 +5,9 @@ use aya_ebpf::{
     helpers::{bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes},
     programs::ProbeContext,
 };
-use ppscope_common::{DeviceIdentity, LATENCY_BUCKETS, OFFSET_UNKNOWN, RDONLY_CAST_MARKER};
+use ppscope_common::{
+    log2_bucket, DeviceIdentity, LATENCY_BUCKETS, OFFSET_UNKNOWN, RDONLY_CAST_MARKER,
+};
 
 use crate::config;
 
@@ -128,24 +130,30 @@ impl PoolRead for Typed {
 /// alive, if any.
 #[inline(always)]
 pub(crate) fn pool_netdev(pool: u64, o: &ppscope_common::KernelOffsets) -> Option<u64> {
-    if let Some(napi) = read_field::<u64>(pool, o.pool_napi).filter(|n| *n != 0) {
-        if let Some(dev) = read_field::<u64>(napi, o.napi_dev).filter(|d| *d != 0) {
-            return Some(dev);
+    let napi = read_word_at(pool, o.pool_napi);
+    let mut dev = read_word_at(napi, o.napi_dev);
+    if dev == 0 {
+        dev = read_word_at(pool, o.pool_netdev);
+    }
+    if dev == 0 && read_word_at(pool, o.pool_destroy_cnt) == 0 && o.netdev_dev != OFFSET_UNKNOWN {
+        let device = read_word_at(pool, o.pool_dev);
+        let class = read_word_at(device, o.device_class);
+        let name = read_word_at(class, o.class_name);
+        let is_net = read_field::<u32>(name, 0) == Some(u32::from_ne_bytes(*b"net\0"));
+        if is_net && device > o.netdev_dev as u64 {
+            dev = device - o.netdev_dev as u64;
         }
     }
-    if let Some(dev) = read_field::<u64>(pool, o.pool_netdev).filter(|d| *d != 0) {
-        return Some(dev);
-    }
-    if read_field::<u64>(pool, o.pool_destroy_cnt).unwrap_or(0) != 0 {
-        return None;
-    }
-    let device = read_field::<u64>(pool, o.pool_dev).filter(|d| *d != 0)?;
-    let class = read_field::<u64>(device, o.device_class).filter(|c| *c != 0)?;
-    let name = read_field::<u64>(class, o.class_name).filter(|n| *n != 0)?;
-    if read_field::<[u8; 4]>(name, 0)? != *b"net\0" || o.netdev_dev == OFFSET_UNKNOWN {
-        return None;
-    }
-    device.checked_sub(o.netdev_dev as u64)
+    (dev != 0).then_some(dev)
+}
+
+/// The word at `base + offset` (0 when it cannot be read): for pointer chains, where 0 ends
+/// the chain ([`read_field`] reads nothing at a null base). One value whichever way the read
+/// went and no early return, so the verifier walks what follows once, not once per way out
+/// (see `pool::read_identity`).
+#[inline(always)]
+fn read_word_at(base: u64, offset: u32) -> u64 {
+    read_field::<u64>(base, offset).unwrap_or(0)
 }
 
 /// Copies a kernel C string (up to 15 bytes) into a NUL-padded array.
@@ -162,20 +170,17 @@ pub(crate) fn read_cstr16(ptr: u64) -> [u8; 16] {
 /// The driver of a net_device: its bus device's driver, else its rtnl link kind.
 #[inline(always)]
 pub(crate) fn driver_name(netdev: u64, o: &ppscope_common::KernelOffsets) -> [u8; 16] {
-    if o.netdev_dev != OFFSET_UNKNOWN {
-        let device = netdev + o.netdev_dev as u64;
-        if let Some(parent) = read_field::<u64>(device, o.device_parent).filter(|p| *p != 0) {
-            if let Some(drv) = read_field::<u64>(parent, o.device_driver).filter(|d| *d != 0) {
-                if let Some(name) = read_field::<u64>(drv, o.driver_name) {
-                    return read_cstr16(name);
-                }
-            }
-        }
+    let mut name = 0;
+    if o.netdev_dev != OFFSET_UNKNOWN && netdev != 0 {
+        let parent = read_word_at(netdev + o.netdev_dev as u64, o.device_parent);
+        let driver = read_word_at(parent, o.device_driver);
+        name = read_word_at(driver, o.driver_name);
     }
-    match read_field::<u64>(netdev, o.netdev_link_ops).filter(|p| *p != 0) {
-        Some(ops) => read_cstr16(read_field::<u64>(ops, o.link_ops_kind).unwrap_or(0)),
-        None => [0; 16],
+    if name == 0 {
+        let ops = read_word_at(netdev, o.netdev_link_ops);
+        name = read_word_at(ops, o.link_ops_kind);
     }
+    read_cstr16(name)
 }
 
 /// What `netdev` is (ifindex, name) and, for a NAPI instance, its id (`napi` 0: none).
@@ -202,23 +207,18 @@ pub(crate) fn now_ns() -> u64 {
     unsafe { bpf_ktime_get_ns() }
 }
 
+/// [`log2_bucket`] as an index into a histogram the verifier can bound: masked after a
+/// volatile read, which the compiler cannot see through. Where the compiler knows the value
+/// is small (a poll's work is an `i32`) it drops `log2_bucket`'s clamp, and the verifier,
+/// which cannot follow the leading-zero count's arithmetic, would then refuse the access
+/// (seen on `gve_rx_poll`). The mask changes nothing: the bucket is already below
+/// `LATENCY_BUCKETS`, a power of two.
 #[inline(always)]
-pub(crate) fn log2_bucket(mut v: u64) -> usize {
-    let mut b = 0usize;
-    // Bounded: at most 6 halvings of the shift, the verifier sees a fixed trip count.
-    let mut shift = 32u32;
-    while shift > 0 {
-        if v >> shift != 0 {
-            v >>= shift;
-            b += shift as usize;
-        }
-        shift >>= 1;
-    }
-    if b >= LATENCY_BUCKETS {
-        LATENCY_BUCKETS - 1
-    } else {
-        b
-    }
+pub(crate) fn bucket_index(v: u64) -> usize {
+    const _: () = assert!(LATENCY_BUCKETS.is_power_of_two());
+    let b = log2_bucket(v);
+    // SAFETY: a read of a local.
+    unsafe { core::ptr::read_volatile(&b) & (LATENCY_BUCKETS - 1) }
 }
 
 /// Argument `n` of a kprobe, 0 when it cannot be read.

@@ -5,7 +5,7 @@ use std::{
 };
 
 use anyhow::{anyhow, Result};
-use ppscope_common::{site_stat, PoolCounters, PoolIdentity, PoolState, SiteStats};
+use ppscope_common::{log2_bucket, site_stat, PoolCounters, PoolIdentity, PoolState, SiteStats};
 
 use super::Source;
 use crate::{
@@ -49,11 +49,6 @@ pub const SIM_DONTNEED_TOKENS: u64 = 128;
 /// Bytes per buffer of every scenario's pools (the page size of [`crate::advice::PoolContext::new`]; a
 /// provider's net_iov is the same size in them).
 const SIM_BUFFER_BYTES: u64 = 4096;
-
-/// log2 bucket of `v` (> 0), as the kernel side fills value histograms.
-fn log2_bucket(v: u64) -> usize {
-    ((63 - v.max(1).leading_zeros()) as usize).min(ppscope_common::LATENCY_BUCKETS - 1)
-}
 
 /// A name as the kernel's `char[16]` holds it (cut to 15 bytes, NUL-padded).
 fn fixed_name(s: &str) -> [u8; 16] {

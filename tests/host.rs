@@ -249,6 +249,12 @@ fn doctor_explains_this_kernel() {
         load["verified_insns"].as_u64().is_some_and(|n| n > 0),
         "{load}"
     );
+    // The verifier's walk is most of the start-up: each program within its budget (see
+    // `WALK_BUDGET`).
+    for h in hooks.iter().filter(|h| !h["backend"].is_null()) {
+        let walked = h["load"]["verified_insns"].as_u64().unwrap_or(0);
+        assert!(walked <= common::WALK_BUDGET, "{h:#}");
+    }
     assert!(
         text.lines()
             .any(|l| l.trim_start().starts_with("page_hold") && l.contains("ms; verifier: ")),

@@ -12,6 +12,10 @@ use xtask::{
     workspace_root,
 };
 
+/// The most instructions the verifier may walk for one hook's programs: as the host tests'
+/// `WALK_BUDGET` (tests/common/mod.rs), which says why.
+const WALK_BUDGET: u64 = 8_000;
+
 /// The text between `@@name` and the next `@@` line.
 fn section<'a>(output: &'a str, name: &str) -> &'a str {
     let start = output
@@ -596,6 +600,9 @@ fn vm_sid_dontneed_counts_every_call_and_gve_hooks_attach() {
                     why.contains("cannot serve this hook") || why.contains("left off by"),
                     "{backend}: {h:#}"
                 );
+            } else {
+                let walked = h["load"]["verified_insns"].as_u64().unwrap_or(0);
+                assert!(walked <= WALK_BUDGET, "{backend}: {h:#}");
             }
         }
         assert!(output.contains("calls=37 ok=37"), "{output}");
@@ -628,6 +635,11 @@ fn vm_trixie_dontneed_and_gve_without_page_pool() {
         "{create:#}"
     );
     assert_eq!(hook(&doctor, "gve_rx_poll")["backend"], "kprobe");
+    // 6.12's verifier walks ppscope's programs within the same budget as sid's.
+    for h in doctor["hooks"].as_array().unwrap() {
+        let walked = h["load"]["verified_insns"].as_u64().unwrap_or(0);
+        assert!(walked <= WALK_BUDGET, "{h:#}");
+    }
 }
 
 /// One bursty run on a lab booted with `rx_queue_size`: (diagnose JSON, simulate JSON).

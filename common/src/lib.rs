@@ -661,15 +661,23 @@ pub struct SiteStats {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Frame {
-    /// `bpf_get_current_pid_tgid()` at entry, 0 when the frame is free. An exit on another
-    /// task (the caller migrated, or a nested call consumed the frame) finds no match and
-    /// is not classified, rather than misattributed.
+    /// The entry's task: `bpf_get_current_pid_tgid()` with [`Frame::OPEN`] set; 0 when the
+    /// frame is free. An exit on another task (the caller migrated, or a nested call consumed
+    /// the frame) finds no match and is not classified, rather than misattributed.
     pub pid_tgid: u64,
     pub pool: u64,
     pub netmem: u64,
     pub start_ns: u64,
     /// Pages released (left the pool) while this frame was open.
     pub released: u64,
+}
+
+impl Frame {
+    /// Set in an open frame's `pid_tgid`: a softirq on an idle CPU runs in the idle task,
+    /// whose pid_tgid is 0, the free frame's mark: without the bit, a call entered there
+    /// (a NAPI poll's recycles and bulk frees on a quiet host) was never taken back at its
+    /// exit, and went uncounted. A tgid is below 2^22, so the bit is never a task's own.
+    pub const OPEN: u64 = 1 << 63;
 }
 
 /// Per CPU: the page this CPU last saw leave a pool (`page_release`), for the single recycle

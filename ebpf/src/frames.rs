@@ -12,10 +12,24 @@ pub(crate) fn frame(site: u32) -> Option<&'static mut Frame> {
     FRAMES.get_ptr_mut(site).map(|f| unsafe { &mut *f })
 }
 
+/// What an open frame of this task holds in `pid_tgid` (see `Frame::OPEN`).
+#[inline(always)]
+fn this_task() -> u64 {
+    bpf_get_current_pid_tgid() | Frame::OPEN
+}
+
+/// This task's open frame for `site`, left open. A free frame is told without the helper
+/// call: most programs that look are not inside such a call.
+#[inline(always)]
+pub(crate) fn own_frame(site: u32) -> Option<&'static mut Frame> {
+    let f = frame(site)?;
+    (f.pid_tgid != 0 && f.pid_tgid == this_task()).then_some(f)
+}
+
 #[inline(always)]
 pub(crate) fn open_frame(site: u32, pool: u64, netmem: u64, with_time: bool) {
     if let Some(f) = frame(site) {
-        f.pid_tgid = bpf_get_current_pid_tgid();
+        f.pid_tgid = this_task();
         f.pool = pool;
         f.netmem = netmem;
         f.released = 0;
@@ -31,10 +45,7 @@ pub(crate) fn open_frame(site: u32, pool: u64, netmem: u64, with_time: bool) {
 /// Takes this task's open frame for `site`, if it is still there.
 #[inline(always)]
 pub(crate) fn close_frame(site: u32) -> Option<Frame> {
-    let f = frame(site)?;
-    if f.pid_tgid == 0 || f.pid_tgid != bpf_get_current_pid_tgid() {
-        return None;
-    }
+    let f = own_frame(site)?;
     let taken = *f;
     f.pid_tgid = 0;
     Some(taken)

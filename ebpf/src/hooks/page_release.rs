@@ -8,14 +8,13 @@
 //! `fe_release` on `page_pool_return_netmem` (older kernels: `page_pool_return_page`).
 
 use aya_ebpf::{
-    helpers::bpf_get_current_pid_tgid,
     macros::{btf_tracepoint, fentry, kprobe, raw_tracepoint},
     programs::{BtfTracePointContext, FEntryContext, ProbeContext, RawTracePointContext},
 };
 use ppscope_common::site;
 
 use crate::{
-    frames::frame,
+    frames::own_frame,
     kmem::{arg, PoolRead, Probed, Typed},
     pool::{count_page, mark_released, record_state, Hist},
 };
@@ -30,8 +29,8 @@ fn on_release<R: PoolRead>(pool: u64, netmem: u64) {
     record_state::<R>(pool, false, Hist::ReleaseFill);
     // Tell an open bulk-recycle frame of this task that one of its pages left the pool (a
     // single recycle learns it from the mark above).
-    if let Some(f) = frame(site::BULK) {
-        if f.pid_tgid == bpf_get_current_pid_tgid() && f.pool == pool {
+    if let Some(f) = own_frame(site::BULK) {
+        if f.pool == pool {
             f.released += 1;
         }
     }

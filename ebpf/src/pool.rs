@@ -26,8 +26,9 @@ pub(crate) fn record_identity(pool: u64, cfg: &ProbeConfig) {
 /// Every field is given a value whichever way its read went (0, its `known` bit clear), and
 /// the struct is made once at the end: the verifier walks the code after a branch once per
 /// state that reaches it, and a field left unwritten on one way and written on the other
-/// made those states differ, so each read that could fail doubled what followed (8,000 of
-/// the 13,500 instructions it walked for `page_hold` on the development host; ~1,700 now).
+/// made those states differ, so each read that could fail doubled what followed: the read
+/// was 8,000 of the 13,500 instructions the verifier walked for `page_hold` on the
+/// development host, and is ~1,700 written this way.
 #[inline(always)]
 pub(crate) fn read_identity(pool: u64, cfg: &ProbeConfig) -> PoolIdentity {
     let o = &cfg.offsets;

@@ -259,8 +259,9 @@ const STARTUP_WHY: &str = "\
   of `page_hold`'s 13,542 instructions on the development host). And the histograms' bucket
   came from a loop of compares whose result indexes an array, a value the verifier tracks
   exactly, so everything after it was walked once per bucket. Reads that give a value either
-  way, and the bucket counted from the leading zeros (`log2_bucket`), brought each hook to
-  2,900–5,600 instructions (`page_hold` 3,168 on the host), and the start in an A/B run of
+  way, and the bucket counted from the leading zeros (`log2_bucket`), brought each hook that
+  looks a pool up to 2,900–5,600 instructions (`page_hold` 3,168 on the host; the others
+  100–500), and the start in an A/B run of
   this benchmark (the binary before, then after, one VM run each) from 2.9 s to 1.8 s with
   fentry, 2.4–2.5 s to 1.6 s with kprobes, 2.0–2.2 s to 1.4 s with light. The tests hold every
   hook to 8,000 walked instructions (`WALK_BUDGET`). What is left, timed per program in the

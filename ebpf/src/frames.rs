@@ -7,7 +7,7 @@ use ppscope_common::Frame;
 use crate::{kmem::now_ns, maps::FRAMES, pool::site_record};
 
 #[inline(always)]
-pub(crate) fn frame(site: u32) -> Option<&'static mut Frame> {
+fn frame(site: u32) -> Option<&'static mut Frame> {
     // SAFETY: per-CPU slot; see `Frame` for how a stale or foreign frame is rejected.
     FRAMES.get_ptr_mut(site).map(|f| unsafe { &mut *f })
 }

@@ -33,48 +33,48 @@ pub(crate) fn record_identity(pool: u64, cfg: &ProbeConfig) {
 pub(crate) fn read_identity(pool: u64, cfg: &ProbeConfig) -> PoolIdentity {
     let o = &cfg.offsets;
     let mut known = 0;
-    let mut u32_at = |base: u64, offset: u32, bit: u32| -> u32 {
-        match read_field::<u32>(base, offset) {
-            Some(v) => {
-                known |= bit;
-                v
-            }
-            None => 0,
-        }
-    };
     // The queue index means something only when the driver registered the pool with its netdev.
     let registered = read_field::<u64>(pool, o.pool_netdev).unwrap_or(0) != 0;
-    let queue_idx = u32_at(
+    let queue_idx = read_known(
         if registered { pool } else { 0 },
         o.pool_queue_idx,
         PoolIdentity::KNOWN_QUEUE,
+        &mut known,
     );
-    let pool_size = u32_at(pool, o.pool_size, PoolIdentity::KNOWN_POOL_SIZE);
-    let ring_size = u32_at(pool, o.pool_ring_size, PoolIdentity::KNOWN_RING_SIZE);
-    let netlink_id = u32_at(pool, o.pool_user_id, PoolIdentity::KNOWN_NETLINK_ID);
-    let order = u32_at(pool, o.pool_order, PoolIdentity::KNOWN_ORDER);
-    let has_memory_provider = match read_field::<u64>(pool, o.pool_mp) {
-        Some(v) => {
-            known |= PoolIdentity::KNOWN_MEMORY_PROVIDER;
-            (v != 0) as u32
-        }
-        None => 0,
-    };
+    let pool_size = read_known(pool, o.pool_size, PoolIdentity::KNOWN_POOL_SIZE, &mut known);
+    let ring_size = read_known(
+        pool,
+        o.pool_ring_size,
+        PoolIdentity::KNOWN_RING_SIZE,
+        &mut known,
+    );
+    let netlink_id = read_known(
+        pool,
+        o.pool_user_id,
+        PoolIdentity::KNOWN_NETLINK_ID,
+        &mut known,
+    );
+    let order = read_known(pool, o.pool_order, PoolIdentity::KNOWN_ORDER, &mut known);
+    let mp: u64 = read_known(
+        pool,
+        o.pool_mp,
+        PoolIdentity::KNOWN_MEMORY_PROVIDER,
+        &mut known,
+    );
     let netdev = pool_netdev(pool, o).unwrap_or(0);
-    let ifindex = match read_field::<u32>(netdev, o.netdev_ifindex) {
-        Some(v) => {
-            known |= PoolIdentity::KNOWN_IFINDEX;
-            v
-        }
-        None => 0,
-    };
-    let ifname = match read_field::<[u8; 16]>(netdev, o.netdev_name) {
-        Some(v) => {
-            known |= PoolIdentity::KNOWN_IFNAME;
-            v
-        }
-        None => [0; 16],
-    };
+    let ifindex = read_known(
+        netdev,
+        o.netdev_ifindex,
+        PoolIdentity::KNOWN_IFINDEX,
+        &mut known,
+    );
+    let ifname = read_known(
+        netdev,
+        o.netdev_name,
+        PoolIdentity::KNOWN_IFNAME,
+        &mut known,
+    );
+    // `driver_name` of 0 is empty too, but skipping it is fewer instructions to walk.
     let driver = if netdev != 0 {
         driver_name(netdev, o)
     } else {
@@ -88,10 +88,23 @@ pub(crate) fn read_identity(pool: u64, cfg: &ProbeConfig) -> PoolIdentity {
         ring_size,
         netlink_id,
         order,
-        has_memory_provider,
+        has_memory_provider: (mp != 0) as u32,
         known,
         ifname,
         driver,
+    }
+}
+
+/// A `T` at `base + offset`, with `bit` set in `known` when it could be read; else the
+/// default (zero) and the bit left clear: a value either way (see [`read_identity`]).
+#[inline(always)]
+fn read_known<T: Default>(base: u64, offset: u32, bit: u32, known: &mut u32) -> T {
+    match read_field::<T>(base, offset) {
+        Some(v) => {
+            *known |= bit;
+            v
+        }
+        None => T::default(),
     }
 }
 

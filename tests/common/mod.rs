@@ -15,8 +15,8 @@ pub const PPSCOPE: &str = env!("CARGO_BIN_EXE_ppscope");
 
 /// The most instructions the verifier may walk for one hook's programs (`doctor`'s "verifier:
 /// N instructions"). Loading the programs is most of the start-up, and it grows with that
-/// walk: 13,000-27,000 a hook made the VM lab's start 1.8× bpftrace's; 200-5,600 since the
-/// programs stopped branching on every kernel read (BENCHMARKS.md, start-up). The VM lab's
+/// walk: 13,000-27,000 a hook made the VM lab's start 1.8× bpftrace's; at most 5,600 since
+/// the programs stopped branching on every kernel read (BENCHMARKS.md, start-up). The VM lab's
 /// tests hold sid and trixie to the same figure (`xtask/tests/vm.rs`).
 pub const WALK_BUDGET: u64 = 8_000;
 

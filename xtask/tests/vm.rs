@@ -16,6 +16,13 @@ use xtask::{
 /// `WALK_BUDGET` (tests/common/mod.rs), which says why.
 const WALK_BUDGET: u64 = 8_000;
 
+/// An attached hook (`doctor --json`'s `hooks[]`) says what its programs' walk took, within
+/// [`WALK_BUDGET`].
+fn assert_walk_within_budget(what: &str, hook: &Value) {
+    let walked = hook["load"]["verified_insns"].as_u64();
+    assert!(walked.is_some_and(|n| n <= WALK_BUDGET), "{what}: {hook:#}");
+}
+
 /// The text between `@@name` and the next `@@` line.
 fn section<'a>(output: &'a str, name: &str) -> &'a str {
     let start = output
@@ -466,7 +473,8 @@ fn vm_sid_fentry_and_kprobe_match_each_other_and_the_kernel() {
 /// in a softirq on the idle task, whose pid_tgid is 0. The kprobe backend pairs a recycle's
 /// entry and return through a per-CPU frame keyed by the task; until an open frame was marked
 /// apart from the pid (`Frame::OPEN`), 0 read as a free frame and those recycles went
-/// uncounted (16-23 of the kernel's 26 in three lab runs of 50 pings).
+/// uncounted (16-23 of the kernel's 26 in lab runs of 50 pings; 41 of 51 in this test). Each
+/// pool is held to the kernel's own counters of the same window, which the report carries.
 #[test]
 #[ignore = "boots the VM lab: run through `cargo xtask test`"]
 fn vm_kprobe_counts_a_quiet_hosts_recycles_as_the_kernel_does() {
@@ -474,26 +482,34 @@ fn vm_kprobe_counts_a_quiet_hosts_recycles_as_the_kernel_does() {
     run.args = vec!["100".into()];
     let out = run_script(&run).expect("the VM lab runs");
     assert_eq!(out.status, 0, "lab script failed:\n{}", out.output);
-    let diag = |b: &str| -> Value {
-        serde_json::from_str(section(&out.output, &format!("diag-{b}")))
-            .unwrap_or_else(|e| panic!("diagnose {b} JSON: {e}\n{}", out.output))
-    };
-    let (kprobe, light) = (diag("kprobe"), diag("light"));
-    assert_eq!(kprobe["backends"]["recycle"]["backend"], "kprobe");
+    let diag: Value = serde_json::from_str(section(&out.output, "diag"))
+        .unwrap_or_else(|e| panic!("diagnose JSON: {e}\n{}", out.output));
+    assert_eq!(diag["backends"]["recycle"]["backend"], "kprobe");
     for ifname in ["vnet0", "vnet1"] {
-        // Light's figures for a pool netlink lists are the kernel's own page_pool stats.
-        let kernel = pools_named(&light, ifname);
-        assert!(
-            !kernel.is_empty() && kernel.iter().all(|p| p["alloc_source"] == "kernel"),
-            "{ifname}: {kernel:#?}"
-        );
-        let kernel = sum(&kernel, &["recycle", "total"]);
+        let pools = pools_named(&diag, ifname);
+        assert!(!pools.is_empty(), "no {ifname} pool:\n{}", out.output);
+        let kernel: u64 = pools
+            .iter()
+            .map(|p| {
+                let k = &p["kernel"]["stats"];
+                assert!(k.is_object(), "{ifname}: no kernel stats: {p:#}");
+                [
+                    "recycle_cached",
+                    "recycle_ring",
+                    "recycle_ring_full",
+                    "recycle_released_refcnt",
+                ]
+                .iter()
+                .map(|f| k[f].as_u64().unwrap())
+                .sum::<u64>()
+            })
+            .sum();
         assert!(
             kernel >= 40,
             "{ifname}: too few recycles to compare: {kernel}"
         );
-        let ours = sum(&pools_named(&kprobe, ifname), &["recycle", "total"]);
-        // The two windows open and close a moment apart: a stray packet may fall in one only.
+        let ours = sum(&pools, &["recycle", "total"]);
+        // ppscope's counts and the kernel's are read a moment apart at each end of the window.
         let limit = (kernel / 20).max(2);
         assert!(
             ours.abs_diff(kernel) <= limit,
@@ -642,8 +658,7 @@ fn vm_sid_dontneed_counts_every_call_and_gve_hooks_attach() {
                     "{backend}: {h:#}"
                 );
             } else {
-                let walked = h["load"]["verified_insns"].as_u64().unwrap_or(0);
-                assert!(walked <= WALK_BUDGET, "{backend}: {h:#}");
+                assert_walk_within_budget(backend, h);
             }
         }
         assert!(output.contains("calls=37 ok=37"), "{output}");
@@ -678,8 +693,9 @@ fn vm_trixie_dontneed_and_gve_without_page_pool() {
     assert_eq!(hook(&doctor, "gve_rx_poll")["backend"], "kprobe");
     // 6.12's verifier walks ppscope's programs within the same budget as sid's.
     for h in doctor["hooks"].as_array().unwrap() {
-        let walked = h["load"]["verified_insns"].as_u64().unwrap_or(0);
-        assert!(walked <= WALK_BUDGET, "{h:#}");
+        if !h["backend"].is_null() {
+            assert_walk_within_budget("trixie", h);
+        }
     }
 }
 

@@ -388,8 +388,9 @@ fn doctor_reports_even_when_the_backend_is_refused() {
     }
 }
 
-/// One logger for ppscope and the crates under it: RUST_LOG picks, aya's own lines show when
-/// asked for, and by default ppscope's events and nothing below a warning.
+/// One logger for ppscope and the crates under it: RUST_LOG picks, aya's own lines and
+/// start-up's phases show when asked for, and by default ppscope's events and nothing below a
+/// warning.
 #[test]
 #[ignore = "needs root: run through `cargo xtask test`"]
 fn log_lines_follow_rust_log() {
@@ -414,6 +415,30 @@ fn log_lines_follow_rust_log() {
     assert!(aya.contains("ppscope: debug from aya"), "{aya}");
     assert!(!aya.contains("watching page_pools"), "{aya}");
     assert_eq!(stderr(Some("off")), "");
+    // Where start-up went, phase by phase and hook by hook, when asked for; the programs'
+    // own lines stay off (asking for them would change what is verified).
+    let startup = stderr(Some("ppscope=info,ppscope::startup=debug"));
+    for phase in [
+        "kernel BTF indexed",
+        "kallsyms read",
+        "object loaded",
+        "hooks attached",
+    ] {
+        assert!(
+            startup.contains(&format!("ppscope: debug: start-up: {phase}")),
+            "{phase}: {startup}"
+        );
+    }
+    assert!(
+        startup.contains("ppscope: debug: start-up: hook page_hold attached in "),
+        "{startup}"
+    );
+    assert!(
+        startup.contains("ppscope: debug: start-up: first sample taken in "),
+        "{startup}"
+    );
+    assert!(startup.contains("watching page_pools"), "{startup}");
+    assert!(!startup.contains("ppscope::bpf"), "{startup}");
 }
 
 /// The kernel programs' own lines (aya-log) come only when asked for: `--bpf-log`, or

@@ -9,7 +9,7 @@
 # Usage: bench-vm.sh ROUNDS SECONDS PHASES CONFIGS [STARTUPS]
 #   PHASES: comma list of floor, workload, startup
 #   CONFIGS: comma list of none, fentry, kprobe, light, bpftrace, funclatency
-#   STARTUPS: start-up measurements per tool (default 3)
+#   STARTUPS: start-up measurements per tool (default 3; `cargo xtask bench` asks for 5)
 # Needs /lab/bench-probe, /lab/bursty, /lab/ppscope.o (the eBPF object); bpftrace and
 # funclatency where the configs name them.
 set -u

@@ -15,6 +15,7 @@ use std::{
     os::fd::OwnedFd,
     path::Path,
     sync::Mutex,
+    time::Instant,
 };
 
 use anyhow::{anyhow, Result};
@@ -172,16 +173,25 @@ impl Probes {
         if let Some(msg) = system::missing_privilege(system::effective_caps()) {
             return Err(anyhow!(msg));
         }
+        let clock = StartupClock::start();
         // kallsyms is read while BTF is parsed and the programs load: each is a large part of
         // the start-up under the VM lab's emulated CPUs, and neither needs the other.
-        let symbols = std::thread::spawn(|| Symbols::load(&hooks::kernel_functions()));
+        let symbols = std::thread::spawn(move || {
+            let symbols = Symbols::load(&hooks::kernel_functions());
+            clock.mark("kallsyms read (on its thread)");
+            symbols
+        });
         // aya 0.14's loader reads and parses the kernel's BTF for itself when it is made,
         // before it could be handed one: made on a thread meanwhile, that parse is off the
         // critical path (a sixth of a second under the VM lab's emulated CPUs). It is the
         // second of the kernel's BTF aya parses (`kernel_btf` parses the one the fentry and
         // tp_btf programs are resolved against): memory that is given back once attached.
-        let loader = std::thread::spawn(EbpfLoader::new);
-        let (btf, aya_btf) = kernel_btf()?;
+        let loader = std::thread::spawn(move || {
+            let loader = EbpfLoader::new();
+            clock.mark("eBPF loader made (on its thread)");
+            loader
+        });
+        let (btf, aya_btf) = kernel_btf(Some(clock))?;
         // The drop reasons and the functions the hooks may check the arity of, in one pass.
         let mut names = hooks::kernel_functions();
         names.push("skb_drop_reason");
@@ -220,6 +230,7 @@ impl Probes {
             }
             loader.load(&object).map_err(|e| load_error(&e))?
         };
+        clock.mark("object loaded (maps made)");
         let bpf_log = match bpf_log_level {
             0 => None,
             _ => bpf_log::BpfLog::start(&mut ebpf)
@@ -236,6 +247,7 @@ impl Probes {
             aya_btf,
         };
         let hooks = attach_all(&mut ebpf, opts.backend, opts.detail, &ctx);
+        clock.mark("hooks attached");
         drop(ctx);
         give_back_freed_memory();
         let on = |name: &str| hooks.iter().any(|h| h.hook == name && h.attached());
@@ -317,7 +329,10 @@ impl Probes {
             if now == before {
                 continue;
             }
-            let ctx = match (Symbols::load(&hooks::kernel_functions()), kernel_btf()) {
+            let ctx = match (
+                Symbols::load(&hooks::kernel_functions()),
+                kernel_btf(None),
+            ) {
                 (Ok(symbols), Ok((btf, aya_btf))) => AttachContext {
                     symbols,
                     btf,
@@ -391,15 +406,19 @@ fn switch_release_marks_on(ebpf: &mut Ebpf) -> Result<()> {
 /// vmlinux BTF for the offsets (btf-rs) and for aya (loading, and the fentry/fexit attach
 /// targets; None when aya cannot parse it: fentry is then refused), side by side: each was a
 /// large part of the start-up under the VM lab's emulated CPUs, and neither needs the other.
-fn kernel_btf() -> Result<(KernelBtf, Option<Btf>)> {
+/// `clock`: at start-up, to say when each was done (not when a module's hooks are redone).
+fn kernel_btf(clock: Option<StartupClock>) -> Result<(KernelBtf, Option<Btf>)> {
     let path = Path::new(VMLINUX_BTF);
     let (ours, aya_btf) = std::thread::scope(|s| {
         let aya_btf = s.spawn(|| {
-            btf::read(path)
+            let btf = btf::read(path)
                 .ok()
-                .and_then(|bytes| Btf::parse(&bytes, aya::Endianness::default()).ok())
+                .and_then(|bytes| Btf::parse(&bytes, aya::Endianness::default()).ok());
+            clock.inspect(|c| c.mark("kernel BTF parsed for aya (on its thread)"));
+            btf
         });
         let ours = KernelBtf::vmlinux(path);
+        clock.inspect(|c| c.mark("kernel BTF indexed"));
         (ours, aya_btf.join().ok().flatten())
     });
     Ok((ours?, aya_btf))
@@ -429,6 +448,29 @@ fn missing_in_words(hooks: &[&HookStatus]) -> String {
     }
     let names: Vec<&str> = hooks.iter().map(|h| &*h.hook).collect();
     format!("{} ({})", names.join(", "), causes.join("; "))
+}
+
+/// The log target of start-up's phases and hooks, with what each took.
+pub const STARTUP_LOG: &str = "ppscope::startup";
+
+/// Where start-up goes, at debug level (`RUST_LOG=ppscope::startup=debug`; not
+/// `ppscope=debug`, which turns the programs' own log lines on and makes them longer): on a
+/// host that is slow to start, which phase ended late says why.
+#[derive(Clone, Copy)]
+struct StartupClock(Instant);
+
+impl StartupClock {
+    fn start() -> Self {
+        Self(Instant::now())
+    }
+
+    fn mark(self, what: &str) {
+        log::debug!(
+            target: STARTUP_LOG,
+            "start-up: {what} at {:.0} ms",
+            self.0.elapsed().as_secs_f64() * 1e3
+        );
+    }
 }
 
 /// Attaches every hook `detail` keeps, in the table's order, on up to one thread per CPU:

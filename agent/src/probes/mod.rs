@@ -329,10 +329,7 @@ impl Probes {
             if now == before {
                 continue;
             }
-            let ctx = match (
-                Symbols::load(&hooks::kernel_functions()),
-                kernel_btf(None),
-            ) {
+            let ctx = match (Symbols::load(&hooks::kernel_functions()), kernel_btf(None)) {
                 (Ok(symbols), Ok((btf, aya_btf))) => AttachContext {
                     symbols,
                     btf,

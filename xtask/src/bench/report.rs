@@ -270,25 +270,29 @@ const STARTUP_WHY: &str = "\
   and compiling it: 1,100 for the allocation, 1,700 for the refill), and 20 ms per fentry
   program in aya's lookup of its target (a scan of vmlinux's BTF types by name, each time),
   over 20 programs with fentry. Fewer and smaller programs would shorten it further.
-- **Phase by phase, and how far the same binary moves (2026-12-04).**
-  `RUST_LOG=ppscope=info,ppscope::startup=debug` says when each phase ended and what each
-  hook took. In eight start-ups with fentry over two guest runs of one binary (sid, the
-  times after exec, not counting the time to reach `Probes::attach`): btf-rs's index of
-  vmlinux's BTF at 20–90 ms; aya's two parses of the same BTF (the loader's own, and the one
-  fentry and tp_btf programs are resolved against: aya 0.14's loader parses its own before it
-  can be handed one) done at 300–500 ms; the kernel's field offsets and gve's BTF 100–160 ms
-  more; the object loaded (maps made, its BTF handed to the kernel) 200 ms more; kallsyms,
-  read on a thread from the start, last, at 830–1,050 ms; then the hooks, 0.8–1.7 s (18 with
-  fentry on two threads, 100–300 ms each, the entry and exit pairs of the provider,
-  bulk-recycle and slow-path hooks the longest); the first sample 30–50 ms. Those eight
-  start-ups took 1.84–2.88 s (kprobes 1.75–2.16, light 1.62–2.21), so the full run's 2.9 s
-  and the start-up-only run's 1.8 s for the same tree (the session before) are the two ends
-  of that spread, not a difference between the runs: nothing that grows from run to run
-  (BPF symbols in kallsyms, slab, vmalloc, free memory) moved over 15 start-ups and a
-  workload phase between them. The benchmark takes five start-ups per tool since. Until
-  kallsyms is read, the two CPUs are busy with four threads' work, so reordering them gains
-  nothing; less work would: one parse of the BTF instead of two (an aya whose loader can be
-  handed one), and fewer programs.
+- **Phase by phase (2026-12-04).** `RUST_LOG=ppscope=info,ppscope::startup=debug` says
+  when each phase ended and what each hook took. Eight start-ups with fentry over two guest
+  runs of one binary (sid; times after `Probes::attach` began): btf-rs's index of vmlinux's
+  BTF at 20–90 ms; aya's two parses of the same BTF (the loader's own, and the one fentry and
+  tp_btf programs are resolved against: aya 0.14's loader parses its own before it can be
+  handed one) done at 300–500 ms; the kernel's field offsets and gve's BTF 100–160 ms more;
+  the object loaded (maps made, its BTF handed to the kernel) 200 ms more; kallsyms, read on
+  a thread from the start, last, at 830–1,050 ms; then the hooks, 0.8–1.7 s (18 with fentry
+  on two threads, 100–300 ms each, the entry and exit pairs of the provider, bulk-recycle and
+  slow-path hooks the longest); the first sample 30–50 ms. Until kallsyms is read the two
+  CPUs are busy with four threads' work, so reordering them gains nothing; less work would:
+  one parse of the BTF instead of two (an aya whose loader can be handed one), and fewer
+  programs.
+- **The full run's start-up against a start-up-only run.** The full run of the tree before
+  gave 2.9 s with fentry (2.7–3.1, n=3) where a start-up-only run of the same tree gave 1.8 s.
+  Three runs of this benchmark on 2026-12-04, five start-ups per tool, on this tree: the
+  start-ups alone, after the workload phase, and after the probe-cost phase (one round
+  each) gave fentry medians of 1.85, 1.91 and 1.97 s against bpftrace's 1.38–1.43 s
+  (1.3–1.4×), kprobes 1.60–1.70 s, light 1.48–1.50 s; and nothing that grows from run to
+  run (BPF symbols in kallsyms, slab, vmalloc, free memory) moved over 15 start-ups with a
+  workload between them. So neither phase that runs before the start-ups slows them by
+  itself; a single start-up moved by up to 1 s between runs (1.84–2.88 s in the eight
+  above), and the benchmark takes five per tool since, where it took three.
 ";
 
 fn cmd(prog: &str, args: &[&str]) -> String {

@@ -79,15 +79,10 @@ pub(super) fn attach_hook(
         } else {
             None
         };
-        let ms = started.elapsed().as_secs_f64() * 1e3;
-        log::debug!(
-            target: super::STARTUP_LOG,
-            "start-up: hook {} {} in {ms:.0} ms ({} instructions verified)",
-            def.name,
-            if status.attached() { "attached" } else { "not attached" },
-            verified_insns.map_or("no count of".to_string(), |n| n.to_string()),
-        );
-        status.load = Some(HookLoad { ms, verified_insns });
+        status.load = Some(HookLoad {
+            ms: started.elapsed().as_secs_f64() * 1e3,
+            verified_insns,
+        });
     }
     status
 }

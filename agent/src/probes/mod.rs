@@ -124,6 +124,8 @@ pub struct Probes {
     ids: PoolIds,
     /// Reads the programs' log lines while they run, when asked for (`--bpf-log`).
     _bpf_log: Option<bpf_log::BpfLog>,
+    /// Start-up's clock until the first sample has said when it was taken.
+    pub(crate) startup: Option<StartupClock>,
 }
 
 impl Probes {
@@ -203,6 +205,7 @@ impl Probes {
             offsets.gve_block_rx = o.1;
             fields.extend(f);
         }
+        clock.mark("kernel field offsets found (gve's too, where loaded)");
         let drop_reasons: HashMap<u32, String> =
             btf.enum_values("skb_drop_reason").into_iter().collect();
         // The casts where the kernel has the kfunc (see `cast`): found before the loader is
@@ -247,6 +250,9 @@ impl Probes {
             aya_btf,
         };
         let hooks = attach_all(&mut ebpf, opts.backend, opts.detail, &ctx);
+        for hook in &hooks {
+            clock.hook_loaded(hook);
+        }
         clock.mark("hooks attached");
         drop(ctx);
         give_back_freed_memory();
@@ -311,6 +317,7 @@ impl Probes {
             kept: KeptRecords::default(),
             ids: PoolIds::default(),
             _bpf_log: bpf_log,
+            startup: Some(clock),
         })
     }
 
@@ -448,24 +455,44 @@ fn missing_in_words(hooks: &[&HookStatus]) -> String {
 }
 
 /// The log target of start-up's phases and hooks, with what each took.
-pub const STARTUP_LOG: &str = "ppscope::startup";
+const STARTUP_LOG: &str = "ppscope::startup";
 
-/// Where start-up goes, at debug level (`RUST_LOG=ppscope::startup=debug`; not
-/// `ppscope=debug`, which turns the programs' own log lines on and makes them longer): on a
-/// host that is slow to start, which phase ended late says why.
+/// Where start-up goes, at debug level: `RUST_LOG=ppscope=info,ppscope::startup=debug` (a
+/// filter that names only this target would hide ppscope's other lines; `ppscope=debug` would
+/// also turn the programs' own log sites on, so the programs verified and timed would not be
+/// the ones a normal start loads). Times are from the start of [`Probes::attach`]; on a host
+/// that is slow to start, the phase that ended late says why.
 #[derive(Clone, Copy)]
-struct StartupClock(Instant);
+pub(crate) struct StartupClock(Instant);
 
 impl StartupClock {
     fn start() -> Self {
         Self(Instant::now())
     }
 
-    fn mark(self, what: &str) {
+    pub(crate) fn mark(self, what: &str) {
         log::debug!(
             target: STARTUP_LOG,
             "start-up: {what} at {:.0} ms",
             self.0.elapsed().as_secs_f64() * 1e3
+        );
+    }
+
+    /// What attaching a hook took (the hooks attach side by side: durations, not times).
+    fn hook_loaded(self, hook: &HookStatus) {
+        let Some(load) = &hook.load else {
+            return;
+        };
+        let outcome = match (hook.attached(), load.verified_insns) {
+            (false, _) => "not attached (`ppscope doctor` says why)".to_string(),
+            (true, Some(n)) => format!("attached ({n} instructions verified)"),
+            (true, None) => "attached (the kernel gives no count of instructions verified)".into(),
+        };
+        log::debug!(
+            target: STARTUP_LOG,
+            "start-up: hook {}: {:.0} ms, {outcome}",
+            hook.hook,
+            load.ms,
         );
     }
 }

@@ -172,6 +172,9 @@ impl Probes {
             .into_iter()
             .filter(|(pool, _)| pools.contains_key(pool))
             .collect();
+        if let Some(clock) = self.startup.take() {
+            clock.mark("first sample taken");
+        }
         Ok(RawSample {
             at: Instant::now(),
             pools,

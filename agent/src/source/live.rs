@@ -3,7 +3,7 @@
 use std::{
     collections::{HashMap, HashSet},
     sync::{Arc, OnceLock},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use anyhow::Result;
@@ -245,13 +245,7 @@ fn sample_for(
     mut wait: impl FnMut(Duration) -> bool,
     mut each: impl FnMut(&RawSample) -> Result<()>,
 ) -> Result<()> {
-    let taking = Instant::now();
     let first = probes.sample()?;
-    log::debug!(
-        target: crate::probes::STARTUP_LOG,
-        "start-up: first sample taken in {:.0} ms",
-        taking.elapsed().as_secs_f64() * 1e3
-    );
     let start = first.at;
     each(&first)?;
     loop {

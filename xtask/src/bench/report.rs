@@ -244,8 +244,8 @@ const STARTUP_WHY: &str = "\
   later) and its types found by name in one pass (15 ms); aya's loader made on a thread;
   kallsyms keeping only the functions the hooks name; the refill's device check written once
   (`fx_refill` 3,018 → 1,986 instructions, verified in 0.25 s instead of 0.55–1 s) and one
-  copy of the identity read per program. The first hook now starts 0.45 s after exec,
-  bounded by kallsyms; the rest is the verifier. `ppscope doctor` now says per hook what
+  copy of the identity read per program. The first hook then started 0.45 s after exec,
+  bounded by kallsyms; the rest was the verifier. `ppscope doctor` now says per hook what
   attaching took and the instructions the verifier walked (2026-12-02, `--backend fentry`
   in the lab): the recycle 59,544 with its release marks (1.6 s; 47,001 before them, in
   0214671), the refill 38,537 (1.0 s), and each hook whose programs may see a pool first
@@ -255,44 +255,45 @@ const STARTUP_WHY: &str = "\
   of `--backend fentry` went from 212,518 in 0214671 to 169,576.
 - **The walk itself (2026-12-04).** The verifier walks the code after a branch once per state
   that reaches it, and two things multiplied those states. The identity read left a field
-  unwritten on the way a read failed, so each of its ~20 reads doubled what followed (8,000
-  of `page_hold`'s 13,542 instructions on the development host). And the histograms' bucket
-  came from a loop of compares whose result indexes an array, a value the verifier tracks
-  exactly, so everything after it was walked once per bucket. Reads that give a value either
-  way, and the bucket counted from the leading zeros (`log2_bucket`), brought each hook that
-  looks a pool up to 2,900–5,600 instructions (`page_hold` 3,168 on the host; the others
-  100–500), and the start in an A/B run of
-  this benchmark (the binary before, then after, one VM run each) from 2.9 s to 1.8 s with
-  fentry, 2.4–2.5 s to 1.6 s with kprobes, 2.0–2.2 s to 1.4 s with light. The tests hold every
-  hook to 8,000 walked instructions (`WALK_BUDGET`). What is left, timed per program in the
-  guest (an instrumented build, not kept): about 50 ms a program whatever its size (the
-  kernel's load and attach), 0.18 ms per instruction of the translated program (verifying
-  and compiling it: 1,100 for the allocation, 1,700 for the refill), and 20 ms per fentry
-  program in aya's lookup of its target (a scan of vmlinux's BTF types by name, each time),
-  over 20 programs with fentry. Fewer and smaller programs would shorten it further.
-- **Phase by phase (2026-12-04).** `RUST_LOG=ppscope=info,ppscope::startup=debug` says
-  when each phase ended and what each hook took. Eight start-ups with fentry over two guest
-  runs of one binary (sid; times after `Probes::attach` began): btf-rs's index of vmlinux's
-  BTF at 20–90 ms; aya's two parses of the same BTF (the loader's own, and the one fentry and
-  tp_btf programs are resolved against: aya 0.14's loader parses its own before it can be
-  handed one) done at 300–500 ms; the kernel's field offsets and gve's BTF 100–160 ms more;
-  the object loaded (maps made, its BTF handed to the kernel) 200 ms more; kallsyms, read on
-  a thread from the start, last, at 830–1,050 ms; then the hooks, 0.8–1.7 s (18 with fentry
-  on two threads, 100–300 ms each, the entry and exit pairs of the provider, bulk-recycle and
-  slow-path hooks the longest); the first sample 30–50 ms. Until kallsyms is read the two
-  CPUs are busy with four threads' work, so reordering them gains nothing; less work would:
-  one parse of the BTF instead of two (an aya whose loader can be handed one), and fewer
-  programs.
-- **The full run's start-up against a start-up-only run.** The full run of the tree before
-  gave 2.9 s with fentry (2.7–3.1, n=3) where a start-up-only run of the same tree gave 1.8 s.
-  Three runs of this benchmark on 2026-12-04, five start-ups per tool, on this tree: the
-  start-ups alone, after the workload phase, and after the probe-cost phase (one round
-  each) gave fentry medians of 1.85, 1.91 and 1.97 s against bpftrace's 1.38–1.43 s
-  (1.3–1.4×), kprobes 1.60–1.70 s, light 1.48–1.50 s; and nothing that grows from run to
-  run (BPF symbols in kallsyms, slab, vmalloc, free memory) moved over 15 start-ups with a
-  workload between them. So neither phase that runs before the start-ups slows them by
-  itself; a single start-up moved by up to 1 s between runs (1.84–2.88 s in the eight
-  above), and the benchmark takes five per tool since, where it took three.
+  unwritten on the way a read failed, so each of its ~20 reads doubled what followed (8,000 of
+  `page_hold`'s 13,542 instructions on the development host). And the histograms' bucket came
+  from a loop of compares whose result indexes an array, a value the verifier tracks exactly,
+  so everything after it was walked once per bucket. Reads that give a value either way, and
+  the bucket counted from the leading zeros (`log2_bucket`), brought each hook that looks a
+  pool up to 2,900–5,600 instructions (`page_hold` 3,168 on the host; the others 100–500), and
+  the start in an A/B run of this benchmark (the binary before, then after, one VM run each)
+  from 2.9 s to 1.8 s with fentry, 2.4–2.5 s to 1.6 s with kprobes, 2.0–2.2 s to 1.4 s with
+  light (three start-ups per tool a run; a single start-up moves by up to 1 s between runs,
+  below). The tests hold every hook to 8,000 walked instructions (`WALK_BUDGET`). What is
+  left, timed per program in the guest (an instrumented build, not kept): about 50 ms a
+  program whatever its size (the kernel's load and attach), 0.18 ms per instruction of the
+  translated program (verifying and compiling it: 1,100 for the allocation, 1,700 for the
+  refill), and 20 ms per fentry program in aya's lookup of its target (a scan of vmlinux's BTF
+  types by name, each time), over 20 programs with fentry. Fewer and smaller programs would
+  shorten it further.
+- **Phase by phase (2026-12-04).** `RUST_LOG=ppscope=info,ppscope::startup=debug` says when
+  each phase ended and what each hook took. Eight start-ups with fentry over two guest runs of
+  one binary (Debian sid's 7.2 kernel; times after `Probes::attach` began): btf-rs's index of
+  vmlinux's BTF at 20–90 ms; aya's two parses of the same BTF (the loader's own, and the one
+  fentry and tp_btf programs are resolved against: aya 0.14's loader parses its own before it
+  can be handed one) done at 300–500 ms; the kernel's field offsets and gve's BTF 100–160 ms
+  more; the object loaded (maps made, its BTF handed to the kernel) 200 ms more; kallsyms,
+  read on a thread from the start, last, at 830–1,050 ms; then the hooks, 0.8–1.7 s (18 with
+  fentry on two threads, 100–300 ms each, the entry and exit pairs of the provider,
+  bulk-recycle and slow-path hooks the longest); the first sample 30–50 ms. Until kallsyms is
+  read the two CPUs are busy with four threads' work, so reordering them gains nothing; less
+  work would: one parse of the BTF instead of two (an aya whose loader can be handed one), and
+  fewer programs.
+- **The full run's start-up against a start-up-only run.** The full run of b1f4882 gave 2.9 s
+  with fentry (2.7–3.1, n=3) where a start-up-only run of the same tree gave 1.8 s. Three runs
+  of this benchmark on 2026-12-04, five start-ups per tool, on 7fd4469: the start-ups alone,
+  after the workload phase, and after the probe-cost phase (one round each) gave fentry
+  medians of 1.85, 1.91 and 1.97 s against bpftrace's 1.38–1.43 s (1.3–1.4×), kprobes
+  1.60–1.70 s, light 1.48–1.50 s; and nothing that grows from run to run (BPF symbols in
+  kallsyms, slab, vmalloc, free memory) moved over 15 start-ups with a workload between them.
+  So neither phase that runs before the start-ups slows them by itself; a single start-up
+  moved by up to 1 s between runs (1.84–2.88 s in the eight above), and the benchmark takes
+  five per tool since, where it took three.
 ";
 
 fn cmd(prog: &str, args: &[&str]) -> String {

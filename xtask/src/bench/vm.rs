@@ -89,9 +89,9 @@ pub fn run(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
         secs.to_string(),
         phases.join(","),
         configs.join(","),
-        // Start-ups per tool: one guest run put the same binary's fentry start anywhere from
-        // 1.8 to 2.9 s (the shared host's other work slowing the emulated CPUs), so a median
-        // of three moved by more than most changes to the start-up do.
+        // Start-ups per tool: in two guest runs of one binary a single fentry start took
+        // anywhere from 1.8 to 2.9 s (STARTUP_WHY in report.rs), so a median of three moved
+        // by more than most changes to the start-up do.
         (if args.quick { 1 } else { 5 }).to_string(),
     ];
     eprintln!(

@@ -483,6 +483,64 @@ fn the_programs_log_lines_come_only_when_asked() {
     assert!(!quiet.contains("ppscope::bpf"), "not asked: {quiet}");
 }
 
+/// The kernel's BPF run-time stats are kept for every BPF program on the host, not only
+/// ppscope's, so ppscope turns them on only with `--bpf-stats`: without it the report says its
+/// own cost is unknown and why, and the process holds no `bpf-stats` descriptor (unless the
+/// administrator's sysctl keeps the stats on anyway, when the cost is reported).
+#[test]
+#[ignore = "needs root: run through `cargo xtask test`"]
+fn bpf_stats_are_on_only_when_asked() {
+    let holds_stats = |pid: u32| {
+        fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .flatten()
+            .any(|fd| {
+                fs::read_link(fd.path()).is_ok_and(|l| l == Path::new("anon_inode:bpf-stats"))
+            })
+    };
+    let sysctl_on =
+        fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").is_ok_and(|s| s.trim() == "1");
+    for (asked, tag, subnet) in [(false, "sa", 48), (true, "sb", 49)] {
+        let mut lab = VethLab::new(tag, subnet);
+        let dev = lab.dev_rx.clone();
+        let mut args = vec!["--duration", "4s", "--backend", "tracepoint", "--dev", &dev];
+        if asked {
+            args.push("--bpf-stats");
+        }
+        let diag = start_diagnose(&args);
+        assert_eq!(
+            holds_stats(diag.id()),
+            asked,
+            "--bpf-stats {asked}: the stats descriptor"
+        );
+        lab.attach_xdp();
+        lab.traffic(1);
+        let out = diag.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("ppscope's own cost: "))
+            .unwrap_or_else(|| panic!("no own-cost line: {text}"));
+        if asked || sysctl_on {
+            assert!(
+                line.contains(" program runs, ") && !line.contains("cost: ?"),
+                "{line}"
+            );
+        } else {
+            assert_eq!(
+                line,
+                "ppscope's own cost: ? (the kernel kept no BPF run-time stats: --bpf-stats \
+                 turns them on, at a cost to every BPF program on the host)"
+            );
+        }
+    }
+}
+
 #[test]
 fn bad_duration_is_refused_before_anything_loads() {
     let out = Command::new(PPSCOPE)

@@ -39,6 +39,14 @@ fn bench_host_quick_smoke() {
             "implausible ratio {ratio}: {p:?}"
         );
     }
+    // The run-time stats' price: the empty program ran in both windows, and the stats add
+    // their clock reads (a run with them is not cheaper than one without).
+    let stats = r
+        .stats_cost
+        .as_ref()
+        .unwrap_or_else(|| panic!("no stats-cost figures: {:?}", r.probe_cost_notes));
+    assert!(stats.off.median > 0.0 && stats.off.n == 2, "{stats:?}");
+    assert!(stats.on.median >= stats.off.median, "{stats:?}");
     // The agent exported every pool made for it, within bounded memory.
     assert_eq!(r.agent.len(), 2, "{:?}", r.agent_notes);
     for a in &r.agent {

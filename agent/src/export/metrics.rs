@@ -334,13 +334,13 @@ const FAMILIES: &[FamilyDef] = &[
     family(
         "ppscope_bpf_run_seconds_total",
         "counter",
-        "Time spent in ppscope's own BPF programs (BPF_ENABLE_STATS).",
+        "Time spent in ppscope's own BPF programs (only while the kernel keeps BPF run-time stats: --bpf-stats).",
         Series::Overhead(|o| o.run_ns as f64 / 1e9),
     ),
     family(
         "ppscope_bpf_runs_total",
         "counter",
-        "Runs of ppscope's own BPF programs.",
+        "Runs of ppscope's own BPF programs (only while the kernel keeps BPF run-time stats: --bpf-stats).",
         Series::Overhead(|o| o.runs as f64),
     ),
     family(

@@ -98,6 +98,13 @@ pub fn release() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
+/// Whether the administrator has the kernel keep BPF run-time stats (the
+/// `kernel.bpf_stats_enabled` sysctl). Another process holding `BPF_ENABLE_STATS` does not
+/// show here: the sysctl reports only its own switch.
+pub fn bpf_stats_sysctl_on() -> bool {
+    fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").is_ok_and(|s| s.trim() == "1")
+}
+
 /// Whether the kernel offers the kprobe PMU that perf-based kprobes attach through.
 pub fn has_kprobe_pmu() -> bool {
     Path::new("/sys/bus/event_source/devices/kprobe").exists()

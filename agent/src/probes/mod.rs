@@ -81,6 +81,11 @@ pub struct ProbeOptions {
     /// The programs' own log lines (`--bpf-log`; also when the logger shows
     /// `ppscope::bpf`'s debug lines): see [`bpf_log`].
     pub bpf_log: bool,
+    /// Turn the kernel's BPF run-time stats on while we run (`--bpf-stats`), to report
+    /// ppscope's own cost. Off by default: they are the kernel's, for every BPF program on the
+    /// host (two clock reads around each run), not only ours. Where the administrator
+    /// keeps them on (`kernel.bpf_stats_enabled`) the cost is reported anyway.
+    pub bpf_stats: bool,
 }
 
 /// The maps keyed by pool, NAPI instance or device: sized by [`ProbeOptions::map_capacity`].
@@ -105,8 +110,9 @@ pub struct Probes {
     pub facts: SourceFacts,
     /// The kernel struct fields the programs read, as BTF resolved them (doctor).
     pub fields: Vec<ResolvedField>,
-    /// Keeps `BPF_ENABLE_STATS` on for as long as we run; None when the kernel refused.
-    _stats: Option<OwnedFd>,
+    /// Keeps `BPF_ENABLE_STATS` on for as long as we run: only with `--bpf-stats` (and None
+    /// when the kernel refused).
+    stats: Option<OwnedFd>,
     /// The size of every per-pool map.
     pub map_capacity: u32,
     /// The backend asked for, to attach module hooks again (see [`Probes::refresh_modules`];
@@ -240,7 +246,15 @@ impl Probes {
                 .inspect_err(|e| log::warn!("{e:#}"))
                 .ok(),
         };
-        let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
+        let stats = if opts.bpf_stats {
+            aya::sys::enable_stats(aya::sys::Stats::RunTime)
+                .inspect_err(|e| {
+                    log::warn!("--bpf-stats: the kernel refused BPF_ENABLE_STATS ({e}): ppscope's own cost is '?'")
+                })
+                .ok()
+        } else {
+            None
+        };
         let symbols = symbols
             .join()
             .map_err(|_| anyhow!("reading kallsyms panicked"))??;
@@ -310,7 +324,7 @@ impl Probes {
             },
             fields,
             map_capacity: opts.map_capacity,
-            _stats: stats,
+            stats,
             backend: opts.backend,
             modules,
             refresh_failed: HashMap::new(),

@@ -17,7 +17,10 @@ use super::{
     kept::{KeptRecords, Records, Seen},
     Probes,
 };
-use crate::model::{accumulate_site, ByAddr, PoolHists, ProgramRuntime, RawPool, RawSample};
+use crate::{
+    host::system,
+    model::{accumulate_site, ByAddr, PoolHists, ProgramRuntime, RawPool, RawSample},
+};
 
 impl Probes {
     /// Reads the cumulative counters of every pool and site seen so far.
@@ -200,9 +203,13 @@ impl Probes {
         Ok(added.get(&0, 0)?.iter().sum())
     }
 
-    /// Run time and run count of ppscope's own programs (only while BPF stats are on).
+    /// Run time and run count of ppscope's own programs: only while the kernel keeps BPF
+    /// stats, ours (`--bpf-stats`) or the administrator's sysctl (read at every sample: it
+    /// may be switched while we run; without stats the counts stand still, a guessed 0).
     fn runtime(&self) -> Option<ProgramRuntime> {
-        self._stats.as_ref()?;
+        if self.stats.is_none() && !system::bpf_stats_sysctl_on() {
+            return None;
+        }
         let mut total = ProgramRuntime::default();
         for (_, prog) in self.ebpf.programs() {
             if let Ok(info) = prog.info() {

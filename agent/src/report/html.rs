@@ -14,7 +14,7 @@ use crate::{
     snapshot::{
         advice::queues_text,
         health::{self, Health},
-        Advice, DeviceStep, Latency, PoolView, Snapshot, TimelineStep,
+        Advice, DeviceStep, Latency, PoolView, Snapshot, TimelineStep, OWN_COST_UNKNOWN,
     },
     units::{bytes, pct_or_unknown},
 };
@@ -573,9 +573,13 @@ fn coverage(snap: &Snapshot, out: &mut String) {
                 o.cpu_share * 100.0
             );
         }
-        None => out.push_str(
-            "<p class=\"cost\">ppscope's own cost: unknown (BPF run-time stats off, or not a live source).</p>\n",
-        ),
+        None => {
+            let _ = writeln!(
+                out,
+                "<p class=\"cost\">ppscope's own cost: ? ({}).</p>",
+                esc(OWN_COST_UNKNOWN)
+            );
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! `diagnose` as text for people.
 use std::fmt::Write;
 
-use crate::snapshot::{health, Latency, PoolView, SiteView, Snapshot};
+use crate::snapshot::{health, Latency, PoolView, SiteView, Snapshot, OWN_COST_UNKNOWN};
 
 fn count(n: Option<u64>) -> String {
     match n {
@@ -449,14 +449,19 @@ fn sites_section(s: &Snapshot, out: &mut String) {
 
 /// ppscope's own cost, and what netlink could not give.
 fn cost_section(s: &Snapshot, out: &mut String) {
-    if let Some(o) = &s.overhead {
-        let _ = writeln!(
-            out,
-            "ppscope's own cost: {} program runs, {} per run, {:.3}% of one CPU\n",
-            count(Some(o.runs)),
-            o.ns_per_run.map_or("?".into(), |n| duration_ns(n as u64)),
-            o.cpu_share * 100.0
-        );
+    match &s.overhead {
+        Some(o) => {
+            let _ = writeln!(
+                out,
+                "ppscope's own cost: {} program runs, {} per run, {:.3}% of one CPU\n",
+                count(Some(o.runs)),
+                o.ns_per_run.map_or("?".into(), |n| duration_ns(n as u64)),
+                o.cpu_share * 100.0
+            );
+        }
+        None => {
+            let _ = writeln!(out, "ppscope's own cost: ? ({OWN_COST_UNKNOWN})\n");
+        }
     }
     if let Some(k) = &s.netlink {
         if let Some(e) = &k.error {

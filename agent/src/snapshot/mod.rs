@@ -159,6 +159,10 @@ pub struct GveView {
     pub queues: Vec<GveQueueView>,
 }
 
+/// Why a snapshot has no [`OverheadView`], as the reports say it.
+pub const OWN_COST_UNKNOWN: &str = "the kernel kept no BPF run-time stats: --bpf-stats turns \
+them on, at a cost to every BPF program on the host";
+
 /// ppscope's own cost over the interval.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct OverheadView {
@@ -460,7 +464,8 @@ pub struct Snapshot {
     /// Pages leaving their pools (all pools): how long the return takes. A sample, not a
     /// count: a return interrupted on its CPU by another one is not timed.
     pub page_return: Option<SiteView>,
-    /// ppscope's own programs: None when BPF run-time stats are unavailable.
+    /// ppscope's own programs: None when the kernel kept no BPF run-time stats (they are on
+    /// with `--bpf-stats` or the `kernel.bpf_stats_enabled` sysctl), or the source has none.
     pub overhead: Option<OverheadView>,
     /// What the kernel's netlink page-pool interface gave (None: not asked).
     #[serde(rename = "kernel_source")]

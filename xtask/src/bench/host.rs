@@ -13,7 +13,7 @@ use std::sync::{
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use super::report::{AgentRow, LightCostRow, ProbeCostRow, SimRow, StartupRow};
+use super::report::{AgentRow, LightCostRow, ProbeCostRow, SimRow, StartupRow, StatsCost};
 use super::{BenchArgs, Results, Spread, Tools};
 
 const NS_A: &str = "ppbench-a";
@@ -385,6 +385,37 @@ fn wait_line(path: &Path, pat: &str, timeout: Duration) -> bool {
 
 /// Backend 3 on this host: ppscope's tracepoint programs next to empty raw tracepoints, over
 /// veth + XDP iperf3 traffic (a 256-entry pool churning through the allocator).
+/// What the kernel's BPF run-time stats cost every program while they are on: the empty XDP
+/// program in the kernel's test-run loop, stats off and on in alternating windows.
+pub fn stats_cost(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
+    eprintln!("bench: probe-cost (BPF run-time stats, host)");
+    let rounds = if args.quick { 2 } else { 9 };
+    let out = Command::new(&tools.bench_probe)
+        .arg("stats-cost")
+        .arg(&tools.object)
+        .arg(rounds.to_string())
+        .output()?;
+    if !out.status.success() {
+        res.probe_cost_notes.push(format!(
+            "host, BPF run-time stats: bench-probe stats-cost failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+        return Ok(());
+    }
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        match line.split_whitespace().collect::<Vec<_>>().as_slice() {
+            ["stats-cost", "off", ns] => off.extend(ns.parse::<f64>().ok()),
+            ["stats-cost", "on", ns] => on.extend(ns.parse::<f64>().ok()),
+            _ => {}
+        }
+    }
+    if let (Some(off), Some(on)) = (Spread::of(&off), Spread::of(&on)) {
+        res.stats_cost = Some(StatsCost { off, on });
+    }
+    Ok(())
+}
+
 pub fn tracepoint_cost(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
     eprintln!("bench: probe-cost (tracepoint, host)");
     let secs: u64 = if args.quick { 2 } else { 5 };

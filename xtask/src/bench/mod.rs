@@ -80,6 +80,8 @@ pub struct Results {
     pub probe_cost: Vec<report::ProbeCostRow>,
     pub probe_cost_notes: Vec<String>,
     pub light_cost: Vec<report::LightCostRow>,
+    /// An empty program's run with the kernel's BPF run-time stats off and on (host).
+    pub stats_cost: Option<report::StatsCost>,
     pub workload: Vec<report::WorkloadRow>,
     pub workload_notes: Vec<String>,
     pub agent: Vec<report::AgentRow>,
@@ -125,6 +127,7 @@ pub fn collect(args: &BenchArgs) -> Result<Results> {
     let mut res = Results::default();
     if args.wants("probe-cost") {
         host::tracepoint_cost(args, &tools, &mut res)?;
+        host::stats_cost(args, &tools, &mut res)?;
     }
     // The agent benchmark leaves a recording of its 1,000 pools for the simulator's.
     if args.wants("agent") {

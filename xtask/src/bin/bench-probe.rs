@@ -14,6 +14,10 @@
 //!   page_pools), prints `attached N`, and holds them until killed.
 //! - `bench-probe udp ADDR...`: sends one datagram to port 9 of every ADDR (the first packet
 //!   through each veth makes its pool allocate, so the probes see every pool).
+//! - `bench-probe stats-cost OBJECT ROUNDS`: what the kernel's BPF run-time stats cost every
+//!   program while they are on: `xdp_pass` run by `BPF_PROG_TEST_RUN` (the kernel's own loop,
+//!   `STATS_RUNS` runs a window) with the stats off, then on (`BPF_ENABLE_STATS` held), ROUNDS
+//!   times, each window printed as `stats-cost off|on NS_PER_RUN`.
 //! - `bench-probe startup TIMEOUT_S PATTERN CMD ARGS...`: runs CMD and prints `startup-ms X`,
 //!   the time from exec until PATTERN appears on its stdout or stderr, then stops it (SIGINT).
 use std::{
@@ -337,6 +341,78 @@ extern "C" {
     fn libc_kill(pid: i32, sig: i32) -> i32;
 }
 
+/// Runs of the empty XDP program in one `stats-cost` window: long enough that the kernel's
+/// whole-window clock reads vanish, short enough (tens of ms) to alternate many windows.
+const STATS_RUNS: u32 = 2_000_000;
+
+fn stats_cost(object: &str, rounds: u32) -> Result<()> {
+    use std::os::fd::{AsFd, AsRawFd};
+    let data = fs::read(object).with_context(|| format!("reading {object}"))?;
+    let mut ebpf = Ebpf::load(&data).context("loading the eBPF object")?;
+    let p: &mut Xdp = ebpf
+        .program_mut("xdp_pass")
+        .context("xdp_pass missing from the object")?
+        .try_into()?;
+    p.load()?;
+    let fd = p.fd()?.as_fd().as_raw_fd();
+    // A frame the XDP test run accepts (at least an Ethernet header).
+    let mut frame = [0u8; 64];
+    let mut run = || -> Result<u32> {
+        // union bpf_attr's `test` member, as far as BPF_PROG_TEST_RUN reads it for XDP.
+        #[repr(C)]
+        #[derive(Default)]
+        struct TestRun {
+            prog_fd: u32,
+            retval: u32,
+            data_size_in: u32,
+            data_size_out: u32,
+            data_in: u64,
+            data_out: u64,
+            repeat: u32,
+            duration: u32,
+            ctx_size_in: u32,
+            ctx_size_out: u32,
+            ctx_in: u64,
+            ctx_out: u64,
+            flags: u32,
+            cpu: u32,
+            batch_size: u32,
+            _pad: u32,
+        }
+        let mut attr = TestRun {
+            prog_fd: fd as u32,
+            data_size_in: frame.len() as u32,
+            data_in: frame.as_mut_ptr() as u64,
+            repeat: STATS_RUNS,
+            ..TestRun::default()
+        };
+        const BPF_PROG_TEST_RUN: libc::c_long = 10;
+        // SAFETY: attr is a valid bpf_attr prefix of the size passed, its data pointer and
+        // length name `frame`, which outlives the call; the kernel writes only into attr.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                BPF_PROG_TEST_RUN,
+                &mut attr as *mut TestRun,
+                std::mem::size_of::<TestRun>() as u32,
+            )
+        };
+        if r < 0 {
+            bail!("BPF_PROG_TEST_RUN: {}", std::io::Error::last_os_error());
+        }
+        // The kernel's own figure: the window's time over its runs, in ns.
+        Ok(attr.duration)
+    };
+    for _ in 0..rounds {
+        println!("stats-cost off {}", run()?);
+        let stats =
+            aya::sys::enable_stats(aya::sys::Stats::RunTime).context("BPF_ENABLE_STATS refused")?;
+        println!("stats-cost on {}", run()?);
+        drop(stats);
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
     let r = match args
@@ -355,12 +431,16 @@ fn main() -> ExitCode {
             Ok(s) => udp_every(Duration::from_secs(s), &args[2..]),
             Err(_) => Err(anyhow::anyhow!("SECONDS must be a number")),
         },
+        ["stats-cost", object, rounds] => match rounds.parse() {
+            Ok(n) => stats_cost(object, n),
+            Err(_) => Err(anyhow::anyhow!("ROUNDS must be a number")),
+        },
         ["startup", timeout, pattern, cmd @ ..] if !cmd.is_empty() => match timeout.parse() {
             Ok(t) => startup(t, pattern, &args[3..]),
             Err(_) => Err(anyhow::anyhow!("TIMEOUT_S must be a number")),
         },
         _ => {
-            eprintln!("usage: bench-probe floor OBJECT fentry|kprobe|tracepoint SECONDS | xdp OBJECT DEV... | udp ADDR... | udp-every SECONDS ADDR... | startup TIMEOUT_S PATTERN CMD ARGS...");
+            eprintln!("usage: bench-probe floor OBJECT fentry|kprobe|tracepoint SECONDS | xdp OBJECT DEV... | udp ADDR... | udp-every SECONDS ADDR... | stats-cost OBJECT ROUNDS | startup TIMEOUT_S PATTERN CMD ARGS...");
             return ExitCode::from(2);
         }
     };

@@ -88,8 +88,8 @@ struct ProbeArgs {
     bpf_log: bool,
     /// Report ppscope's own cost (its programs' run time) by turning on the kernel's BPF
     /// run-time stats while it runs. They are kept for every BPF program on the host, not
-    /// only ppscope's: two clock reads around each run (on a test host an empty XDP program's
-    /// run went from about 10 ns to 65), so they are off unless asked. Where
+    /// only ppscope's: two clock reads around each run, several times an empty XDP program's
+    /// run on the development host. So they are off unless asked. Needs CAP_SYS_ADMIN. Where
     /// kernel.bpf_stats_enabled=1 keeps them on anyway, the cost is reported without this.
     #[arg(long)]
     bpf_stats: bool,
@@ -148,7 +148,7 @@ struct DiagnoseArgs {
     dev: Option<String>,
     /// Read a recording (`ppscope record`) instead of the live kernel (its window is the
     /// recording's: no --duration, and no probes to choose).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["duration", "backend", "strict", "detail", "show_addresses"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["duration", "backend", "strict", "detail", "show_addresses", "bpf_log", "bpf_stats"])]
     replay: Option<PathBuf>,
     #[arg(long, help = SHOW_ADDRESSES)]
     show_addresses: bool,
@@ -183,15 +183,15 @@ struct TopArgs {
     #[arg(long)]
     dev: Option<String>,
     /// Play a recording (`ppscope record`) instead of the live kernel.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["sim", "connect", "backend", "strict", "detail", "show_addresses"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["sim", "connect", "backend", "strict", "detail", "show_addresses", "bpf_log", "bpf_stats"])]
     replay: Option<PathBuf>,
     /// Play a built-in scenario instead of the live kernel (`all`: one pool per scenario).
-    #[arg(long, value_name = "SCENARIO", conflicts_with_all = ["connect", "backend", "strict", "detail", "show_addresses"],
+    #[arg(long, value_name = "SCENARIO", conflicts_with_all = ["connect", "backend", "strict", "detail", "show_addresses", "bpf_log", "bpf_stats"],
           value_parser = scenario_or_all())]
     sim: Option<String>,
     /// Show a remote `ppscope agent` (http://HOST:PORT) instead of this kernel.
     #[arg(long, value_name = "URL", value_parser = parse_agent_url,
-          conflicts_with_all = ["backend", "strict", "detail", "show_addresses"])]
+          conflicts_with_all = ["backend", "strict", "detail", "show_addresses", "bpf_log", "bpf_stats"])]
     connect: Option<String>,
     #[arg(long, help = SHOW_ADDRESSES)]
     show_addresses: bool,

@@ -70,6 +70,8 @@ fn flags_a_replay_cannot_honour_are_refused() {
         &["--strict"][..],
         &["--backend", "kprobe"],
         &["--duration", "3s"],
+        &["--bpf-stats"],
+        &["--bpf-log"],
     ] {
         let args: Vec<&str> = ["diagnose", "--replay", "r.ppscope"]
             .into_iter()
@@ -77,10 +79,12 @@ fn flags_a_replay_cannot_honour_are_refused() {
             .collect();
         refused(&args, "cannot be used with");
     }
-    refused(
-        &["top", "--sim", "healthy", "--backend", "kprobe", "--once"],
-        "cannot be used with",
-    );
+    for flag in ["--backend=kprobe", "--bpf-stats"] {
+        refused(
+            &["top", "--sim", "healthy", flag, "--once"],
+            "cannot be used with",
+        );
+    }
     refused(
         &["simulate", "--scenario", "healthy", "--dev", "eth0"],
         "cannot be used with",

@@ -112,7 +112,10 @@ pub struct Probes {
     pub fields: Vec<ResolvedField>,
     /// Keeps `BPF_ENABLE_STATS` on for as long as we run: only with `--bpf-stats` (and None
     /// when the kernel refused).
-    stats: Option<OwnedFd>,
+    _stats: Option<OwnedFd>,
+    /// Whether the kernel times our programs: `stats` held, or the administrator's sysctl on
+    /// when we started (read once: switched while we run, it is not followed).
+    stats_on: bool,
     /// The size of every per-pool map.
     pub map_capacity: u32,
     /// The backend asked for, to attach module hooks again (see [`Probes::refresh_modules`];
@@ -249,7 +252,7 @@ impl Probes {
         let stats = if opts.bpf_stats {
             aya::sys::enable_stats(aya::sys::Stats::RunTime)
                 .inspect_err(|e| {
-                    log::warn!("--bpf-stats: the kernel refused BPF_ENABLE_STATS ({e}): ppscope's own cost is '?'")
+                    log::warn!("--bpf-stats: the kernel refused BPF_ENABLE_STATS (it needs CAP_SYS_ADMIN): {e}")
                 })
                 .ok()
         } else {
@@ -324,7 +327,8 @@ impl Probes {
             },
             fields,
             map_capacity: opts.map_capacity,
-            stats,
+            stats_on: stats.is_some() || system::bpf_stats_sysctl_on(),
+            _stats: stats,
             backend: opts.backend,
             modules,
             refresh_failed: HashMap::new(),

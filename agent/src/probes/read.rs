@@ -17,10 +17,7 @@ use super::{
     kept::{KeptRecords, Records, Seen},
     Probes,
 };
-use crate::{
-    host::system,
-    model::{accumulate_site, ByAddr, PoolHists, ProgramRuntime, RawPool, RawSample},
-};
+use crate::model::{accumulate_site, ByAddr, PoolHists, ProgramRuntime, RawPool, RawSample};
 
 impl Probes {
     /// Reads the cumulative counters of every pool and site seen so far.
@@ -204,10 +201,10 @@ impl Probes {
     }
 
     /// Run time and run count of ppscope's own programs: only while the kernel keeps BPF
-    /// stats, ours (`--bpf-stats`) or the administrator's sysctl (read at every sample: it
-    /// may be switched while we run; without stats the counts stand still, a guessed 0).
+    /// stats (`stats_on`). Without them the kernel's counters do not move, and reporting them
+    /// would print a guessed 0.
     fn runtime(&self) -> Option<ProgramRuntime> {
-        if self.stats.is_none() && !system::bpf_stats_sysctl_on() {
+        if !self.stats_on {
             return None;
         }
         let mut total = ProgramRuntime::default();

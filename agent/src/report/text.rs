@@ -262,7 +262,8 @@ fn site_text(out: &mut String, name: &str, v: Option<&SiteView>, value_name: Opt
     }
 }
 
-/// The diagnose report as text: one section after another, each skipped when it has nothing.
+/// The diagnose report as text: one section after another, each skipped when it has nothing
+/// (but ppscope's own cost, which says why it is unknown).
 pub fn text(s: &Snapshot) -> String {
     let mut out = String::new();
     for section in [
@@ -545,6 +546,38 @@ mod tests {
         assert!(!text(&s).contains("No ring-size advice"));
         s.backends.clear();
         assert_eq!(s.advice_unavailable(), None, "a simulation names no hooks");
+    }
+
+    #[test]
+    fn own_cost_is_counted_or_says_why_not() {
+        let mut s = Snapshot::with_pools("k", 2.0, vec![]);
+        assert!(
+            text(&s).contains(&format!("ppscope's own cost: ? ({OWN_COST_UNKNOWN})\n")),
+            "{}",
+            text(&s)
+        );
+        s.overhead = Some(crate::snapshot::OverheadView {
+            runs: 2000,
+            run_ns: 100_000,
+            ns_per_run: Some(50.0),
+            cpu_share: 0.00005,
+        });
+        let t = text(&s);
+        assert!(
+            t.contains("ppscope's own cost: 2,000 program runs, 50 ns per run, 0.005% of one CPU"),
+            "{t}"
+        );
+        let page = super::super::html::diagnose(&s);
+        assert!(
+            page.contains("ppscope's programs: 2000 runs, 50 ns per run"),
+            "{page}"
+        );
+        s.overhead = None;
+        let page = super::super::html::diagnose(&s);
+        assert!(
+            page.contains("ppscope's own cost: ? (BPF run-time stats were not on"),
+            "{page}"
+        );
     }
 
     #[test]

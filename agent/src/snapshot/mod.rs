@@ -160,8 +160,9 @@ pub struct GveView {
 }
 
 /// Why a snapshot has no [`OverheadView`], as the reports say it.
-pub const OWN_COST_UNKNOWN: &str = "the kernel kept no BPF run-time stats: --bpf-stats turns \
-them on, at a cost to every BPF program on the host";
+pub const OWN_COST_UNKNOWN: &str = "BPF run-time stats were not on for ppscope: --bpf-stats \
+(CAP_SYS_ADMIN) or kernel.bpf_stats_enabled=1 turns them on, at a cost to every BPF program on \
+the host; a replay has them if its recording was made so";
 
 /// ppscope's own cost over the interval.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -383,8 +383,6 @@ fn wait_line(path: &Path, pat: &str, timeout: Duration) -> bool {
     false
 }
 
-/// Backend 3 on this host: ppscope's tracepoint programs next to empty raw tracepoints, over
-/// veth + XDP iperf3 traffic (a 256-entry pool churning through the allocator).
 /// What the kernel's BPF run-time stats cost every program while they are on: the empty XDP
 /// program in the kernel's test-run loop, stats off and on in alternating windows.
 pub fn stats_cost(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
@@ -402,20 +400,23 @@ pub fn stats_cost(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<
         ));
         return Ok(());
     }
-    let (mut off, mut on) = (Vec::new(), Vec::new());
+    let (mut off, mut on, mut runs) = (Vec::new(), Vec::new(), 0);
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         match line.split_whitespace().collect::<Vec<_>>().as_slice() {
+            ["stats-cost", "runs", n] => runs = n.parse().unwrap_or(0),
             ["stats-cost", "off", ns] => off.extend(ns.parse::<f64>().ok()),
             ["stats-cost", "on", ns] => on.extend(ns.parse::<f64>().ok()),
             _ => {}
         }
     }
     if let (Some(off), Some(on)) = (Spread::of(&off), Spread::of(&on)) {
-        res.stats_cost = Some(StatsCost { off, on });
+        res.stats_cost = Some(StatsCost { off, on, runs });
     }
     Ok(())
 }
 
+/// Backend 3 on this host: ppscope's tracepoint programs next to empty raw tracepoints, over
+/// veth + XDP iperf3 traffic (a 256-entry pool churning through the allocator).
 pub fn tracepoint_cost(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
     eprintln!("bench: probe-cost (tracepoint, host)");
     let secs: u64 = if args.quick { 2 } else { 5 };

@@ -126,8 +126,8 @@ pub fn collect(args: &BenchArgs) -> Result<Results> {
     let tools = tools(args)?;
     let mut res = Results::default();
     if args.wants("probe-cost") {
-        host::tracepoint_cost(args, &tools, &mut res)?;
         host::stats_cost(args, &tools, &mut res)?;
+        host::tracepoint_cost(args, &tools, &mut res)?;
     }
     // The agent benchmark leaves a recording of its 1,000 pools for the simulator's.
     if args.wants("agent") {

@@ -12,6 +12,8 @@ use super::{BenchArgs, Results, Spread};
 pub struct StatsCost {
     pub off: Spread,
     pub on: Spread,
+    /// Runs of the program in each window.
+    pub runs: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -382,7 +384,11 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
     }
     s.push('\n');
 
-    if !r.probe_cost.is_empty() || !r.probe_cost_notes.is_empty() || !r.light_cost.is_empty() {
+    if !r.probe_cost.is_empty()
+        || !r.probe_cost_notes.is_empty()
+        || !r.light_cost.is_empty()
+        || r.stats_cost.is_some()
+    {
         let _ = writeln!(s, "## 1. Cost per hot-path event, per backend\n");
         let _ = writeln!(
             s,
@@ -463,12 +469,14 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
                  run-time stats (both sides alike), which the kernel keeps for every BPF program \
                  on the host while any process holds `BPF_ENABLE_STATS`: two clock reads around \
                  each run. An empty XDP program in the kernel's test-run loop (host, \
-                 `bench-probe stats-cost`, 2,000,000 runs a window, windows alternating): {} ns \
-                 a run with them off, {} ns with them on, {:.1}×. So ppscope turns them on only \
-                 with `--bpf-stats` (its own cost is `?` without).",
+                 `bench-probe stats-cost`, {} runs a window, windows alternating; the kernel's \
+                 figure, whole ns a run, the loop's own step included): {} ns a run with them \
+                 off, {} ns with them on: {:+.0} ns on every run of every program. So ppscope \
+                 turns them on only with `--bpf-stats` (its own cost is `?` without).",
+                c.runs,
                 c.off.show(0),
                 c.on.show(0),
-                c.on.median / c.off.median
+                c.on.median - c.off.median
             );
         }
         for n in &r.probe_cost_notes {

@@ -342,11 +342,37 @@ extern "C" {
 }
 
 /// Runs of the empty XDP program in one `stats-cost` window: long enough that the kernel's
-/// whole-window clock reads vanish, short enough (tens of ms) to alternate many windows.
+/// whole-window clock reads vanish, short enough (a fraction of a second) to alternate many
+/// windows.
 const STATS_RUNS: u32 = 2_000_000;
+
+/// Whether the kernel's BPF run-time stats are already on: the sysctl, or another process
+/// holding `BPF_ENABLE_STATS` (its descriptor is an anonymous inode named `bpf-stats`).
+fn stats_already_on() -> Option<String> {
+    if fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").is_ok_and(|s| s.trim() == "1") {
+        return Some("kernel.bpf_stats_enabled=1".into());
+    }
+    let procs = fs::read_dir("/proc").ok()?;
+    procs.flatten().find_map(|p| {
+        let fds = fs::read_dir(p.path().join("fd")).ok()?;
+        fds.flatten()
+            .any(|fd| {
+                fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == "anon_inode:bpf-stats")
+            })
+            .then(|| {
+                format!(
+                    "process {} holds BPF_ENABLE_STATS",
+                    p.file_name().to_string_lossy()
+                )
+            })
+    })
+}
 
 fn stats_cost(object: &str, rounds: u32) -> Result<()> {
     use std::os::fd::{AsFd, AsRawFd};
+    if let Some(who) = stats_already_on() {
+        bail!("the stats are already on ({who}): no window would run without them");
+    }
     let data = fs::read(object).with_context(|| format!("reading {object}"))?;
     let mut ebpf = Ebpf::load(&data).context("loading the eBPF object")?;
     let p: &mut Xdp = ebpf
@@ -356,9 +382,9 @@ fn stats_cost(object: &str, rounds: u32) -> Result<()> {
     p.load()?;
     let fd = p.fd()?.as_fd().as_raw_fd();
     // A frame the XDP test run accepts (at least an Ethernet header).
-    let mut frame = [0u8; 64];
-    let mut run = || -> Result<u32> {
-        // union bpf_attr's `test` member, as far as BPF_PROG_TEST_RUN reads it for XDP.
+    let frame = [0u8; 64];
+    let run = || -> Result<u32> {
+        // union bpf_attr's `test` member (include/uapi/linux/bpf.h), padded to its size.
         #[repr(C)]
         #[derive(Default)]
         struct TestRun {
@@ -379,10 +405,13 @@ fn stats_cost(object: &str, rounds: u32) -> Result<()> {
             batch_size: u32,
             _pad: u32,
         }
+        const _: () = assert!(
+            std::mem::size_of::<TestRun>() == 80 && std::mem::offset_of!(TestRun, duration) == 36
+        );
         let mut attr = TestRun {
             prog_fd: fd as u32,
             data_size_in: frame.len() as u32,
-            data_in: frame.as_mut_ptr() as u64,
+            data_in: frame.as_ptr() as u64,
             repeat: STATS_RUNS,
             ..TestRun::default()
         };
@@ -400,9 +429,11 @@ fn stats_cost(object: &str, rounds: u32) -> Result<()> {
         if r < 0 {
             bail!("BPF_PROG_TEST_RUN: {}", std::io::Error::last_os_error());
         }
-        // The kernel's own figure: the window's time over its runs, in ns.
+        // The kernel's own figure: the window's time over its runs, in whole ns (each run a
+        // step of its loop, the program and the loop's own work).
         Ok(attr.duration)
     };
+    println!("stats-cost runs {STATS_RUNS}");
     for _ in 0..rounds {
         println!("stats-cost off {}", run()?);
         let stats =

@@ -538,6 +538,29 @@ fn bpf_stats_are_on_only_when_asked() {
             );
         }
     }
+    // doctor says which, and what they cost.
+    let doctor = |args: &[&str]| -> String {
+        let out = run(PPSCOPE, &[&["doctor", "--json"][..], args].concat());
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["backends"]["BPF stats"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let unasked = doctor(&[]);
+    if sysctl_on {
+        assert!(
+            unasked.starts_with("on (kernel.bpf_stats_enabled=1)"),
+            "{unasked}"
+        );
+    } else {
+        assert!(
+            unasked.starts_with("off: ppscope's own cost is '?'"),
+            "{unasked}"
+        );
+    }
+    let asked = doctor(&["--bpf-stats"]);
+    assert!(asked.starts_with("on (--bpf-stats)"), "{asked}");
 }
 
 #[test]

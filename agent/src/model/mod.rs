@@ -25,7 +25,7 @@ pub use interval::snapshot;
 pub use moved::moved_pools;
 pub use pools::{apply_state, pool_view};
 pub use sample::{
-    ByAddr, Coverage, PoolCounts, PoolHists, PoolIds, ProgramRuntime, RawPool, RawSample,
+    BpfStats, ByAddr, Coverage, PoolCounts, PoolHists, PoolIds, ProgramRuntime, RawPool, RawSample,
     SourceFacts,
 };
 

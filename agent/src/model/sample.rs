@@ -293,4 +293,28 @@ pub struct SourceFacts {
     pub cast_reads: bool,
     /// Pools show their kernel address (`--show-addresses`, local commands run by root).
     pub show_addresses: bool,
+    /// Whether the kernel timed the programs, for ppscope's own cost (doctor says which).
+    pub bpf_stats: BpfStats,
+}
+
+/// The kernel's BPF run-time stats as a live source found them. They time every BPF program
+/// on the host, so ppscope turns them on only when asked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum BpfStats {
+    /// Not asked for (or not a live source): ppscope's own cost is unknown.
+    #[default]
+    Off,
+    /// On while ppscope runs: `--bpf-stats`.
+    Asked,
+    /// `--bpf-stats` was refused (the kernel wants CAP_SYS_ADMIN).
+    Refused,
+    /// On by the administrator's `kernel.bpf_stats_enabled` sysctl.
+    Sysctl,
+}
+
+impl BpfStats {
+    /// Whether ppscope's programs are timed.
+    pub fn on(self) -> bool {
+        matches!(self, BpfStats::Asked | BpfStats::Sysctl)
+    }
 }

@@ -48,7 +48,7 @@ use crate::{
         btf::{self, KernelBtf, ResolvedField, VMLINUX_BTF},
         system::{self, Symbols},
     },
-    model::{Coverage, PoolIds, SourceFacts},
+    model::{BpfStats, Coverage, PoolIds, SourceFacts},
     snapshot::{Backend, Detail, Group, HookStatus},
 };
 
@@ -113,9 +113,6 @@ pub struct Probes {
     /// Keeps `BPF_ENABLE_STATS` on for as long as we run: only with `--bpf-stats` (and None
     /// when the kernel refused).
     _stats: Option<OwnedFd>,
-    /// Whether the kernel times our programs: `stats` held, or the administrator's sysctl on
-    /// when we started (read once: switched while we run, it is not followed).
-    stats_on: bool,
     /// The size of every per-pool map.
     pub map_capacity: u32,
     /// The backend asked for, to attach module hooks again (see [`Probes::refresh_modules`];
@@ -324,10 +321,19 @@ impl Probes {
                 detail: opts.detail,
                 cast_reads: cast_support.is_some(),
                 show_addresses: opts.show_addresses,
+                // The sysctl is read once: switched while we run, it is not followed.
+                bpf_stats: if stats.is_some() {
+                    BpfStats::Asked
+                } else if system::bpf_stats_sysctl_on() {
+                    BpfStats::Sysctl
+                } else if opts.bpf_stats {
+                    BpfStats::Refused
+                } else {
+                    BpfStats::Off
+                },
             },
             fields,
             map_capacity: opts.map_capacity,
-            stats_on: stats.is_some() || system::bpf_stats_sysctl_on(),
             _stats: stats,
             backend: opts.backend,
             modules,

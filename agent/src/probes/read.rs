@@ -201,10 +201,10 @@ impl Probes {
     }
 
     /// Run time and run count of ppscope's own programs: only while the kernel keeps BPF
-    /// stats (`stats_on`). Without them the kernel's counters do not move, and reporting them
-    /// would print a guessed 0.
+    /// stats (`SourceFacts::bpf_stats`). Without them the kernel's counters do not move, and
+    /// reporting them would print a guessed 0.
     fn runtime(&self) -> Option<ProgramRuntime> {
-        if !self.stats_on {
+        if !self.facts.bpf_stats.on() {
             return None;
         }
         let mut total = ProgramRuntime::default();

@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     host::system,
-    model::{ByAddr, Coverage, PoolIds, ProgramRuntime, RawPool, RawSample, SourceFacts},
+    model::{BpfStats, ByAddr, Coverage, PoolIds, ProgramRuntime, RawPool, RawSample, SourceFacts},
     snapshot::{Detail, HookStatus},
 };
 
@@ -99,6 +99,8 @@ impl Header {
             cast_reads: false,
             // A recording holds none (`Aliases`).
             show_addresses: false,
+            // Whether the recorder was timed shows in its samples' run times, if any.
+            bpf_stats: BpfStats::Off,
         }
     }
 }

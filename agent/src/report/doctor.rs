@@ -3,7 +3,7 @@ use std::fmt::Write;
 
 use crate::{
     host::{btf::ResolvedField, btf::VMLINUX_BTF, netlink::NetlinkSample, system},
-    model::SourceFacts,
+    model::{BpfStats, SourceFacts},
     snapshot::{Backend, HookLoad},
 };
 
@@ -76,6 +76,7 @@ fn backend_lines(facts: &SourceFacts, netlink: &NetlinkSample) -> Vec<(&'static 
         (None, None, None) => "not kept".into(),
     };
     lines.push(("netlink stats", netlink_line));
+    lines.push(("BPF stats", bpf_stats_line(facts.bpf_stats).into()));
     // Where a program holds a pool or page as a number: kprobes, raw tracepoints (a tracepoint
     // row may run its raw program), the recycle (the cache's top slot, a page's `pp`); fentry
     // programs that take the pool from a frame too, but those hooks come with the others.
@@ -239,6 +240,24 @@ fn figure_sources(facts: &SourceFacts, kernel_stats: bool) -> Vec<FigureSource> 
             full: advice_full,
         },
     ]
+}
+
+/// Whether the kernel timed ppscope's programs this run (its own cost), and at what price.
+fn bpf_stats_line(stats: BpfStats) -> &'static str {
+    match stats {
+        BpfStats::Asked => {
+            "on (--bpf-stats): ppscope's own cost is counted, and every BPF program on the \
+             host is timed while ppscope runs"
+        }
+        BpfStats::Sysctl => "on (kernel.bpf_stats_enabled=1): ppscope's own cost is counted",
+        BpfStats::Refused => {
+            "refused (BPF_ENABLE_STATS needs CAP_SYS_ADMIN): ppscope's own cost is '?'"
+        }
+        BpfStats::Off => {
+            "off: ppscope's own cost is '?' (--bpf-stats turns them on, timing every BPF \
+             program on the host)"
+        }
+    }
 }
 
 /// What attaching a hook took, as a doctor line ends: where a slow start went.
@@ -493,5 +512,22 @@ mod tests {
         let mut f = facts(Detail::Light, None, Some(Backend::Fentry));
         f.hooks.retain(|h| !h.hook.starts_with("page_"));
         assert_eq!(reads(&f), None);
+    }
+
+    #[test]
+    fn doctor_says_whether_the_kernel_times_the_programs() {
+        let line = |stats: BpfStats| {
+            let mut f = facts(Detail::Light, None, Some(Backend::Fentry));
+            f.bpf_stats = stats;
+            text(&f, &[], &NetlinkSample::default())
+                .lines()
+                .find(|l| l.starts_with("BPF stats"))
+                .map(str::to_string)
+                .unwrap()
+        };
+        assert!(line(BpfStats::Off).starts_with("BPF stats     off: ppscope's own cost is '?'"));
+        assert!(line(BpfStats::Asked).contains("on (--bpf-stats): ppscope's own cost is counted"));
+        assert!(line(BpfStats::Refused).contains("needs CAP_SYS_ADMIN"));
+        assert!(line(BpfStats::Sysctl).contains("on (kernel.bpf_stats_enabled=1)"));
     }
 }

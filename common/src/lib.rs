@@ -235,6 +235,9 @@ pub struct PoolHot {
     pub hold_pages: u64,
     /// Pages leaving the pool (`page_pool_state_release`): ring full, unrecyclable or teardown.
     pub release_pages: u64,
+    /// Of those, pages released into a full ring whose fill was counted here instead of
+    /// filed in the pool's `PoolRare::release_fill_hist` (see [`HotSlot::release_full`]).
+    pub release_full: u64,
     /// Sum of memory-provider allocation durations in ns (calls are `mp_alloc_calls`).
     pub mp_ns_sum: u64,
     /// The ring-full run in progress on this CPU, counted here only while the CPU's
@@ -281,6 +284,13 @@ pub struct HotSlot {
     pub full_run: u64,
     pub hold_pages: u64,
     pub release_pages: u64,
+    /// Releases that found the ring full, counted here instead of filed in the pool's
+    /// `PoolRare::release_fill_hist`: a ring-full churn releases every page it recycles, and
+    /// the filing (the pool's record looked up, an atomic add) was two thirds of the release
+    /// program's time (BENCHMARKS.md). Their fill is the ring's size, which the agent files
+    /// when it reads them. The first release of a slot occupancy and every 64th after are
+    /// filed as before, which keeps the ring's state in `PoolRare::state` fresh.
+    pub release_full: u64,
     /// Refills (`--detail light` counts these per CPU too: they are its most frequent event
     /// after NAPI polls).
     pub refill_calls: u64,
@@ -326,7 +336,8 @@ impl HotSlot {
 #[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolRare {
-    /// Ring fill and inflight pages at the last rare event (`known` 0: never read).
+    /// Ring fill and inflight pages at the last rare event filed here (`known` 0: never
+    /// read). Of a churn's releases into a full ring, one in 64 is (`HotSlot::release_full`).
     pub state: PoolState,
     /// Slow-path duration histogram, log2 ns buckets (see [`LATENCY_BUCKETS`]). Allocation
     /// side: plain adds.
@@ -340,7 +351,8 @@ pub struct PoolRare {
     /// Ring fill at each refill and slow path, log2 buckets of entries (bucket 0 also holds an
     /// empty ring). Allocation side: plain adds.
     pub fill_hist: [u64; LATENCY_BUCKETS],
-    /// Ring fill at each page release, as `fill_hist`. Atomic adds.
+    /// Ring fill at each page release, as `fill_hist`, but for the releases into a full ring
+    /// counted in `PoolHot::release_full` instead. Atomic adds.
     pub release_fill_hist: [u64; LATENCY_BUCKETS],
 }
 

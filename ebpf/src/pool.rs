@@ -385,6 +385,7 @@ fn switch_slot(s: &mut HotSlot, pool: u64, new: &mut PoolHot) {
         put!(c.put_released, c.put_released + s.put_released);
         put!(c.hold_pages, c.hold_pages + s.hold_pages);
         put!(c.release_pages, c.release_pages + s.release_pages);
+        put!(c.release_full, c.release_full + s.release_full);
         put!(c.refill_calls, c.refill_calls + s.refill_calls);
         put!(c.refill_empty, c.refill_empty + s.refill_empty);
         put!(c.refill_pages, c.refill_pages + s.refill_pages);
@@ -409,6 +410,7 @@ fn switch_slot(s: &mut HotSlot, pool: u64, new: &mut PoolHot) {
     put!(s.full_run, 0);
     put!(s.hold_pages, 0);
     put!(s.release_pages, 0);
+    put!(s.release_full, 0);
     put!(s.refill_calls, 0);
     put!(s.refill_empty, 0);
     put!(s.refill_pages, 0);
@@ -439,49 +441,89 @@ macro_rules! count_page {
 }
 pub(crate) use count_page;
 
+/// The ring's fill (entries) and size, as the program can read the pool (`R`); None when they
+/// cannot be read or make no sense.
+///
+/// `found_empty`: the caller knows the ring was empty a moment ago (a refill that got no
+/// page), so an equal producer and consumer mean empty without reading the ring's slot.
+#[inline(always)]
+pub(crate) fn ring_fill<R: PoolRead>(pool: u64, found_empty: bool) -> Option<RingFill> {
+    let o = &config().offsets;
+    let size = R::field::<i32>(pool, o.pool_ring_size).unwrap_or(0);
+    let prod = R::field::<i32>(pool, o.pool_ring_producer)?;
+    let cons = R::field::<i32>(pool, o.pool_ring_consumer_head)?;
+    if size <= 0 || !(0..size).contains(&prod) || !(0..size).contains(&cons) {
+        return None;
+    }
+    let mut f = prod - cons;
+    if f < 0 {
+        f += size;
+    }
+    // A ring whose producer's next slot is taken is full: the kernel's own test
+    // (`__ptr_ring_full`), which a recycle into it fails. The consumer clears the slots it
+    // took in batches (`ptr_ring::batch`, 16 on x86-64), so a ring is full to its producers
+    // up to a batch before producer meets consumer: on the development host's veth churn most
+    // releases found 240-255 of 256 entries behind `consumer_head` and the next slot taken.
+    // Only this tells full from empty when producer == consumer_head, too. The queue pointer
+    // is a plain number even to a typed program, and the slot at a run-time index: one word
+    // read (`read_word`).
+    if !found_empty {
+        let queue = R::field::<u64>(pool, o.pool_ring_queue).unwrap_or(0);
+        if queue != 0 && read_word(queue + prod as u64 * 8).unwrap_or(0) != 0 {
+            f = size;
+        }
+    }
+    Some(RingFill {
+        fill: f as u32,
+        size: size as u32,
+    })
+}
+
+/// A ring's fill and size (see [`ring_fill`]).
+#[derive(Clone, Copy)]
+pub(crate) struct RingFill {
+    pub(crate) fill: u32,
+    pub(crate) size: u32,
+}
+
+impl RingFill {
+    #[inline(always)]
+    pub(crate) fn full(&self) -> bool {
+        self.fill == self.size
+    }
+}
+
 /// Reads the pool's ring fill and inflight pages into its rare-event record, files the fill,
 /// and hands the record back for the caller's own histograms: one map lookup for all of it
 /// (refill, slow path, release). Release is rare only while the pool is healthy: a ring-full
 /// churn (veth + XDP on the host: ~26k releases/s) runs it per page, so it stays cheap: no
 /// timestamp (`stamp_ns` is read by nobody; it was 5× the floor's cost with a map update,
-/// measured by `cargo xtask bench`) and in-place writes instead of a map update.
+/// measured by `cargo xtask bench`) and in-place writes instead of a map update; and most of
+/// a churn's releases skip it (`page_release`).
 ///
-/// `found_empty`: the caller knows the ring was empty a moment ago (a refill that got no
-/// page), so an equal producer and consumer mean empty without reading the ring's slot.
-/// `fill_into`: the caller's side's fill histogram (`Hist::Fill` on the allocation side).
+/// `found_empty`: as in [`ring_fill`]. `fill_into`: the caller's side's fill histogram
+/// (`Hist::Fill` on the allocation side).
 #[inline(always)]
 pub(crate) fn record_state<R: PoolRead>(
     pool: u64,
     found_empty: bool,
     fill_into: Hist,
 ) -> Option<&'static mut PoolRare> {
+    record_fill::<R>(pool, ring_fill::<R>(pool, found_empty), fill_into)
+}
+
+/// [`record_state`] with the ring's fill already read.
+#[inline(always)]
+pub(crate) fn record_fill<R: PoolRead>(
+    pool: u64,
+    fill: Option<RingFill>,
+    fill_into: Hist,
+) -> Option<&'static mut PoolRare> {
     let o = &config().offsets;
     let mut st = PoolState::default();
-    let size = R::field::<i32>(pool, o.pool_ring_size).unwrap_or(0);
-    let mut fill = None;
-    if let (Some(prod), Some(cons)) = (
-        R::field::<i32>(pool, o.pool_ring_producer),
-        R::field::<i32>(pool, o.pool_ring_consumer_head),
-    ) {
-        if size > 0 && (0..size).contains(&prod) && (0..size).contains(&cons) {
-            let mut f = prod - cons;
-            if f < 0 {
-                f += size;
-            }
-            // producer == consumer_head is empty or full: a full ring's next slot is taken.
-            // The queue pointer is a plain number even to a typed program, and the slot at a
-            // run-time index: one word read (`read_word`), per release while a churning ring
-            // stays full.
-            if f == 0 && !found_empty {
-                let queue = R::field::<u64>(pool, o.pool_ring_queue).unwrap_or(0);
-                if queue != 0 && read_word(queue + prod as u64 * 8).unwrap_or(0) != 0 {
-                    f = size;
-                }
-            }
-            st.ring_fill = f as u32;
-            st.known |= 1;
-            fill = Some(f as u64);
-        }
+    if let Some(f) = fill {
+        st.ring_fill = f.fill;
+        st.known |= 1;
     }
     let (hold, release) = (
         R::field::<u32>(pool, o.pool_hold_cnt),
@@ -499,7 +541,7 @@ pub(crate) fn record_state<R: PoolRead>(
     // same moment, good enough for a gauge.
     r.state = st;
     if let Some(f) = fill {
-        file(r, fill_into, f);
+        file(r, fill_into, u64::from(f.fill));
     }
     Some(r)
 }

@@ -211,6 +211,34 @@ fn burst_profile_distributions() {
     assert_eq!((h.fill[3], h.fill[8], h.fill[0]), (7, 1, 0));
 }
 
+/// Releases into a full ring the programs only counted are filed at the ring's size, where it
+/// is known; the view then shows a full ring.
+#[test]
+fn full_releases_are_filed_at_the_rings_size() {
+    let mut rare = ppscope_common::PoolRare::default();
+    rare.release_fill_hist[7] = 3;
+    let read = PoolHists::of(&rare);
+    let mut h = read;
+    h.file_full_releases(10, None);
+    assert_eq!(h, read, "no identity: no ring size");
+    let mut id = PoolIdentity::EMPTY;
+    id.ring_size = 256;
+    h.file_full_releases(10, Some(&id));
+    assert_eq!(h, read, "a ring size not read");
+    id.known = PoolIdentity::KNOWN_RING_SIZE;
+    h.file_full_releases(0, Some(&id));
+    assert_eq!(h, read);
+    h.file_full_releases(10, Some(&id));
+    assert_eq!((h.fill[7], h.fill[8]), (3, 10), "256 is log2 bucket 8");
+    let mut c = counters();
+    h.put(&mut c);
+    let fill = pool_view(1, 1, &c, Some(&id), &ALL)
+        .bursts
+        .ring_fill
+        .unwrap();
+    assert_eq!((fill.samples, fill.p50, fill.max), (13, 256, 256));
+}
+
 #[test]
 fn no_division_by_zero() {
     let v = pool_view(1, 1, &PoolCounters::default(), None, &ALL);

@@ -79,6 +79,7 @@ impl Slot for HotSlot {
         hot.put_released += self.put_released;
         hot.hold_pages += self.hold_pages;
         hot.release_pages += self.release_pages;
+        hot.release_full += self.release_full;
         hot.refill_calls += self.refill_calls;
         hot.refill_empty += self.refill_empty;
         hot.refill_pages += self.refill_pages;

@@ -282,7 +282,8 @@ pub struct BurstView {
     pub ring_full_runs: Option<Distribution>,
     /// Runs of consecutive refills that found the ring empty.
     pub empty_ring_runs: Option<Distribution>,
-    /// Ring fill at refills, slow paths and releases.
+    /// Ring fill at refills, slow paths and releases (a ring full to its producers, its next
+    /// slot taken, counts as its size: the kernel clears taken slots in batches).
     pub ring_fill: Option<Distribution>,
 }
 
@@ -334,7 +335,9 @@ pub struct PoolView {
     pub memory_provider: Option<bool>,
     /// The gve rx queue this pool serves (seen at pool creation).
     pub gve_queue: Option<u32>,
-    /// Entries in the ptr_ring at the pool's last refill, slow path or page release.
+    /// Entries in the ptr_ring at the pool's last refill, slow path or page release (of a
+    /// run of releases into a full ring, one in 64); the ring's size when it was full to its
+    /// producers (its next slot taken: the kernel clears taken slots in batches).
     pub ring_fill: Option<u32>,
     /// The device's configured rx ring (ethtool -g), where the driver reports it.
     pub device_rx_ring: Option<u32>,

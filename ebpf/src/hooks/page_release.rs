@@ -16,17 +16,33 @@ use ppscope_common::site;
 use crate::{
     frames::own_frame,
     kmem::{arg, PoolRead, Probed, Typed},
-    pool::{count_page, mark_released, record_state, Hist},
+    pool::{hot, mark_released, record_fill, ring_fill, Hist, Hot},
 };
 
 /// Runs per page while the ring is full (a ring-full churn): the ring's state is read as the
-/// program can read the pool (`R`).
+/// program can read the pool (`R`). A release into a full ring, after the first of the slot's
+/// occupancy, is counted in the CPU's slot (`release_full`, its fill the ring's size, which the
+/// agent files) instead of in the pool's record: the record's lookup and its atomic add were
+/// two thirds of this program's time on the development host (BENCHMARKS.md). Every 64th is
+/// filed still, so the ring's state in the record stays that of the churn.
 #[inline(always)]
 fn on_release<R: PoolRead>(pool: u64, netmem: u64) {
-    count_page!(pool, release_pages);
+    let Some(mut hot) = hot(pool) else {
+        return;
+    };
+    let (released, full) = match &mut hot {
+        Hot::Slot(s) => (&mut s.release_pages, &mut s.release_full),
+        Hot::Entry(c) => (&mut c.release_pages, &mut c.release_full),
+    };
+    *released += 1;
     // For the single recycle this release may be part of (see `recycle`).
     mark_released::<R>(pool, netmem);
-    record_state::<R>(pool, false, Hist::ReleaseFill);
+    let fill = ring_fill::<R>(pool, false);
+    if *released % FILE_FULL_EVERY != 1 && fill.is_some_and(|f| f.full()) {
+        *full += 1;
+    } else {
+        record_fill::<R>(pool, fill, Hist::ReleaseFill);
+    }
     // Tell an open bulk-recycle frame of this task that one of its pages left the pool (a
     // single recycle learns it from the mark above).
     if let Some(f) = own_frame(site::BULK) {
@@ -35,6 +51,10 @@ fn on_release<R: PoolRead>(pool: u64, netmem: u64) {
         }
     }
 }
+
+/// One release into a full ring in this many is filed in the pool's record (see
+/// [`on_release`]).
+const FILE_FULL_EVERY: u64 = 64;
 
 #[kprobe]
 pub fn pp_release(ctx: ProbeContext) -> u32 {

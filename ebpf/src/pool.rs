@@ -451,13 +451,8 @@ pub(crate) fn ring_fill<R: PoolRead>(pool: u64, found_empty: bool) -> Option<Rin
     let o = &config().offsets;
     let size = R::field::<i32>(pool, o.pool_ring_size).unwrap_or(0);
     let prod = R::field::<i32>(pool, o.pool_ring_producer)?;
-    let cons = R::field::<i32>(pool, o.pool_ring_consumer_head)?;
-    if size <= 0 || !(0..size).contains(&prod) || !(0..size).contains(&cons) {
+    if size <= 0 || !(0..size).contains(&prod) {
         return None;
-    }
-    let mut f = prod - cons;
-    if f < 0 {
-        f += size;
     }
     // A ring whose producer's next slot is taken is full: the kernel's own test
     // (`__ptr_ring_full`), which a recycle into it fails. The consumer clears the slots it
@@ -466,12 +461,24 @@ pub(crate) fn ring_fill<R: PoolRead>(pool: u64, found_empty: bool) -> Option<Rin
     // releases found 240-255 of 256 entries behind `consumer_head` and the next slot taken.
     // Only this tells full from empty when producer == consumer_head, too. The queue pointer
     // is a plain number even to a typed program, and the slot at a run-time index: one word
-    // read (`read_word`).
+    // read (`read_word`). A full ring's consumer is not read: its cache line is the
+    // consumer's (another CPU's, in a churn), and a release into a full ring is per page.
     if !found_empty {
         let queue = R::field::<u64>(pool, o.pool_ring_queue).unwrap_or(0);
         if queue != 0 && read_word(queue + prod as u64 * 8).unwrap_or(0) != 0 {
-            f = size;
+            return Some(RingFill {
+                fill: size as u32,
+                size: size as u32,
+            });
         }
+    }
+    let cons = R::field::<i32>(pool, o.pool_ring_consumer_head)?;
+    if !(0..size).contains(&cons) {
+        return None;
+    }
+    let mut f = prod - cons;
+    if f < 0 {
+        f += size;
     }
     Some(RingFill {
         fill: f as u32,

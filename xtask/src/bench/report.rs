@@ -181,8 +181,20 @@ const PROBE_COST_WHY: &str = "\
   ring does every time, was a helper call until 2026-12-02 and is now a load through the
   cast: `kmem::read_word`; A/B runs on this host, old and new binaries in turn: 2.37× and
   2.51× before, 2.22× and 2.35× after);
-  the ring's state, the fill histogram and the pool's counts are one hash lookup
+  the ring's state, the fill histogram and the pool's counts were one hash lookup
   (`POOL_RARE`), an atomic add and the CPU's slot, against nothing for the empty program.
+  Since 2026-12-04 a release into a ring full to its producers (its next slot taken, the
+  kernel's own test: `ptr_ring` clears taken slots 16 at a time, so this host's churn found
+  240–255 of 256 entries behind the consumer at most releases, and the program had read
+  not full) is counted in the CPU's slot (`release_full`), its fill filed by the agent at
+  the ring's size; one in 64 is filed in the record as before, which keeps the ring's state
+  fresh. Without the lookup and the add the program was 1.32× (one run, the ring not read
+  either); with them 2.35–2.46× (two runs); counted in the slot, 1.80–1.84× (two runs), and
+  1.62–1.73× in three A/B rounds against the same program that also skips the consumer's
+  index when the ring is full (1.63–1.71×: no difference). What is left over `page_hold` is
+  the ring's reads (its size, producer, queue and the producer's slot, three cache lines the
+  recycling CPU writes), the release mark and the bulk recycle's frame (two per-CPU array
+  lookups).
   `page_hold` is the slot's count and, every 64th page in, a look at the clock (the device
   check itself at most once a second per pool and CPU). Rare while a pool
   is healthy, per page under ring-full churn. What is left is those few memory operations;

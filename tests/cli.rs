@@ -79,11 +79,21 @@ fn flags_a_replay_cannot_honour_are_refused() {
             .collect();
         refused(&args, "cannot be used with");
     }
-    for flag in ["--backend=kprobe", "--bpf-stats"] {
-        refused(
-            &["top", "--sim", "healthy", flag, "--once"],
-            "cannot be used with",
-        );
+    // top reads a simulation, a recording or another agent the same way: none loads a
+    // program, so none can turn on the kernel's stats or the programs' log.
+    for source in [
+        &["--sim", "healthy"][..],
+        &["--replay", "r.ppscope"],
+        &["--connect", "http://127.0.0.1:9464"],
+    ] {
+        for flag in ["--backend=kprobe", "--bpf-stats", "--bpf-log"] {
+            let args: Vec<&str> = ["top"]
+                .into_iter()
+                .chain(source.iter().copied())
+                .chain([flag, "--once"])
+                .collect();
+            refused(&args, "cannot be used with");
+        }
     }
     refused(
         &["simulate", "--scenario", "healthy", "--dev", "eth0"],

@@ -284,12 +284,14 @@ pub struct HotSlot {
     pub full_run: u64,
     pub hold_pages: u64,
     pub release_pages: u64,
-    /// Releases that found the ring full, counted here instead of filed in the pool's
-    /// `PoolRare::release_fill_hist`: a ring-full churn releases every page it recycles, and
-    /// the filing (the pool's record looked up, an atomic add) was two thirds of the release
-    /// program's time (BENCHMARKS.md). Their fill is the ring's size, which the agent files
-    /// when it reads them. The first release of a slot occupancy and every 64th after are
-    /// filed as before, which keeps the ring's state in `PoolRare::state` fresh.
+    /// Releases that found the ring full to its producers (its next slot taken), counted here
+    /// instead of filed in the pool's `PoolRare::release_fill_hist`: a ring-full churn
+    /// releases every page it recycles, and the filing (the pool's record looked up, an
+    /// atomic add) was more than half of the release program's time on the development host
+    /// (`xtask/src/bench/report.rs`). Their fill is the ring's size, which the agent's model
+    /// adds to the fill distribution (`PoolCounters::release_full`). The first release of a
+    /// slot occupancy and every 64th after are filed as before, which keeps the ring's state
+    /// in `PoolRare::state` fresh.
     pub release_full: u64,
     /// Refills (`--detail light` counts these per CPU too: they are its most frequent event
     /// after NAPI polls).
@@ -337,7 +339,9 @@ impl HotSlot {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolRare {
     /// Ring fill and inflight pages at the last rare event filed here (`known` 0: never
-    /// read). Of a churn's releases into a full ring, one in 64 is (`HotSlot::release_full`).
+    /// read). Of a churn's releases into a full ring, the first after a slot switch and one
+    /// in 64 after are (`HotSlot::release_full`): under a churn the gauge lags the pool by
+    /// up to 63 releases per CPU.
     pub state: PoolState,
     /// Slow-path duration histogram, log2 ns buckets (see [`LATENCY_BUCKETS`]). Allocation
     /// side: plain adds.
@@ -393,6 +397,12 @@ pub struct PoolCounters {
     pub hold_pages: u64,
     /// Pages leaving the pool (`page_pool_state_release`): ring full, unrecyclable or teardown.
     pub release_pages: u64,
+    /// Of those, releases into a ring full to its producers that the programs counted
+    /// instead of filing their fill in `fill_hist` (`HotSlot::release_full`): their fill is
+    /// the ring's size, which the model adds to the distribution (`model::pools`). A
+    /// recording made before this count existed holds them in `fill_hist` (0 here).
+    #[cfg_attr(feature = "user", serde(default))]
+    pub release_full: u64,
     /// Sum of memory-provider allocation durations in ns (calls are `mp_alloc_calls`).
     pub mp_ns_sum: u64,
     /// The ring-full run in progress on this CPU.
@@ -433,6 +443,7 @@ macro_rules! hot_fields {
             bulk_released,
             hold_pages,
             release_pages,
+            release_full,
             mp_ns_sum
         }
     };
@@ -513,7 +524,8 @@ impl PoolIdentity {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolState {
     pub stamp_ns: u64,
-    /// Entries in the ptr_ring.
+    /// Entries in the ptr_ring; its size when a release found it full to its producers (its
+    /// next slot taken: the consumer clears the slots it took in batches).
     pub ring_fill: u32,
     /// Pages held by the pool or its users: hold − release.
     pub inflight: u32,

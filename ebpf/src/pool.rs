@@ -441,36 +441,30 @@ macro_rules! count_page {
 }
 pub(crate) use count_page;
 
-/// The ring's fill (entries) and size, as the program can read the pool (`R`); None when they
-/// cannot be read or make no sense.
-///
-/// `found_empty`: the caller knows the ring was empty a moment ago (a refill that got no
-/// page), so an equal producer and consumer mean empty without reading the ring's slot.
+/// The ring's fill (entries) and size, as the program can read the pool (`R`) from `side`;
+/// None when they cannot be read or make no sense.
 #[inline(always)]
-pub(crate) fn ring_fill<R: PoolRead>(pool: u64, found_empty: bool) -> Option<RingFill> {
+pub(crate) fn ring_fill<R: PoolRead>(pool: u64, side: RingSide) -> Option<RingFill> {
     let o = &config().offsets;
     let size = R::field::<i32>(pool, o.pool_ring_size).unwrap_or(0);
     let prod = R::field::<i32>(pool, o.pool_ring_producer)?;
     if size <= 0 || !(0..size).contains(&prod) {
         return None;
     }
-    // A ring whose producer's next slot is taken is full: the kernel's own test
-    // (`__ptr_ring_full`), which a recycle into it fails. The consumer clears the slots it
-    // took in batches (`ptr_ring::batch`, 16 on x86-64), so a ring is full to its producers
-    // up to a batch before producer meets consumer: on the development host's veth churn most
-    // releases found 240-255 of 256 entries behind `consumer_head` and the next slot taken.
-    // Only this tells full from empty when producer == consumer_head, too. The queue pointer
-    // is a plain number even to a typed program, and the slot at a run-time index: one word
-    // read (`read_word`). A full ring's consumer is not read: its cache line is the
-    // consumer's (another CPU's, in a churn), and a release into a full ring is per page.
-    if !found_empty {
+    let full = RingFill {
+        fill: size as u32,
+        size: size as u32,
+    };
+    // The queue pointer is a plain number even to a typed program, and the slot at a
+    // run-time index: one word read (`read_word`).
+    let next_slot_taken = || {
         let queue = R::field::<u64>(pool, o.pool_ring_queue).unwrap_or(0);
-        if queue != 0 && read_word(queue + prod as u64 * 8).unwrap_or(0) != 0 {
-            return Some(RingFill {
-                fill: size as u32,
-                size: size as u32,
-            });
-        }
+        queue != 0 && read_word(queue + prod as u64 * 8).unwrap_or(0) != 0
+    };
+    // A full ring's consumer is not read: its cache line is the consumer's (another CPU's,
+    // in a churn), and a release into a full ring is per page.
+    if matches!(side, RingSide::Producer) && next_slot_taken() {
+        return Some(full);
     }
     let cons = R::field::<i32>(pool, o.pool_ring_consumer_head)?;
     if !(0..size).contains(&cons) {
@@ -480,10 +474,33 @@ pub(crate) fn ring_fill<R: PoolRead>(pool: u64, found_empty: bool) -> Option<Rin
     if f < 0 {
         f += size;
     }
+    // producer == consumer_head is empty or full: a full ring's next slot is taken.
+    if f == 0 && matches!(side, RingSide::Consumer { found_empty: false }) && next_slot_taken() {
+        return Some(full);
+    }
     Some(RingFill {
         fill: f as u32,
         size: size as u32,
     })
+}
+
+/// Whose view of the ring [`ring_fill`] takes.
+#[derive(Clone, Copy)]
+pub(crate) enum RingSide {
+    /// A release's: the producers'. A ring whose producer's next slot is taken is full, the
+    /// kernel's own test (`__ptr_ring_full`), which the recycle before the release failed.
+    /// The consumer clears the slots it took in batches (`ptr_ring::batch`, 16 on x86-64), so
+    /// a ring is full to its producers up to a batch before producer meets consumer: on the
+    /// development host's veth churn most releases found 240-255 of 256 entries behind
+    /// `consumer_head` and the next slot taken. So the slot is read first, at every release.
+    Producer,
+    /// The allocation side's (refill, slow path): the entries behind `consumer_head`, the
+    /// slot read only to tell full from empty when producer == consumer. A refill that took
+    /// pages has cleared all but a batch behind it, and the slow path runs after the ring
+    /// gave nothing, so reading the slot first there would be a load (a cache line the
+    /// recycling CPU writes) for nothing. `found_empty`: the caller knows the ring was empty
+    /// a moment ago (a refill that got no page), so equal indices mean empty unread.
+    Consumer { found_empty: bool },
 }
 
 /// A ring's fill and size (see [`ring_fill`]).
@@ -508,15 +525,20 @@ impl RingFill {
 /// measured by `cargo xtask bench`) and in-place writes instead of a map update; and most of
 /// a churn's releases skip it (`page_release`).
 ///
-/// `found_empty`: as in [`ring_fill`]. `fill_into`: the caller's side's fill histogram
-/// (`Hist::Fill` on the allocation side).
+/// `found_empty`: as in [`RingSide::Consumer`] (the allocation side's view: a release reads
+/// the fill itself and calls [`record_fill`]). `fill_into`: the caller's side's fill
+/// histogram (`Hist::Fill` on the allocation side).
 #[inline(always)]
 pub(crate) fn record_state<R: PoolRead>(
     pool: u64,
     found_empty: bool,
     fill_into: Hist,
 ) -> Option<&'static mut PoolRare> {
-    record_fill::<R>(pool, ring_fill::<R>(pool, found_empty), fill_into)
+    record_fill::<R>(
+        pool,
+        ring_fill::<R>(pool, RingSide::Consumer { found_empty }),
+        fill_into,
+    )
 }
 
 /// [`record_state`] with the ring's fill already read.

@@ -251,7 +251,7 @@ const FAMILIES: &[FamilyDef] = &[
     family(
         "ppscope_page_pool_ring_fill",
         "gauge",
-        "Entries in the ring at the pool's last refill, slow path or release (of a run of releases into a full ring, one in 64); the ring's size when its next slot was taken (full to its producers).",
+        "Entries in the ring at the pool's last refill, slow path or release (during a run of releases into a full ring, up to 63 releases a CPU behind); the ring's size when a release found its next slot taken (full to its producers).",
         Series::Pool(|p| p.ring_fill.map(u64::from)),
     ),
     family(

@@ -162,11 +162,18 @@ pub fn teardown_view(
 /// The burst profile over the interval. A distribution is None where no hook feeds it, and has
 /// no samples where its hook saw none (measured: none). Ring fill is recorded at refills, slow
 /// paths and releases; its log2 bucket edges are capped at the ring's size (a full ring of 256
-/// is "at most 256", not "below 512").
+/// is "at most 256", not "below 512"). Most releases into a full ring were only counted
+/// (`release_full`): their fill is the ring's size, so without it (the pool's identity
+/// unread) they are left out.
 fn bursts(c: &PoolCounters, cov: &Coverage, ring_size: Option<u32>) -> BurstView {
     let measured =
         |on: bool, hist: &[u64]| on.then(|| Distribution::from_log2(hist).unwrap_or_default());
-    let mut ring_fill = measured(cov.refill || cov.slow || cov.release, &c.fill_hist);
+    let mut fill = c.fill_hist;
+    if let Some(size) = ring_size.filter(|s| *s > 0) {
+        let at_size = &mut fill[ppscope_common::log2_bucket(u64::from(size))];
+        *at_size = at_size.wrapping_add(c.release_full);
+    }
+    let mut ring_fill = measured(cov.refill || cov.slow || cov.release, &fill);
     if let (Some(d), Some(size)) = (&mut ring_fill, ring_size) {
         let size = u64::from(size);
         d.p50 = d.p50.min(size);

@@ -143,10 +143,6 @@ macro_rules! pool_counts {
             pub full_run: u64,
             /// The longest empty-ring run in progress on any CPU.
             pub empty_run: u64,
-            /// Releases into a full ring the programs counted instead of filing their fill
-            /// (`PoolHot::release_full`): filed in the histograms as they are read
-            /// ([`PoolHists::file_full_releases`]), so not a count of [`PoolCounters`].
-            pub release_full: u64,
         }
 
         impl PoolCounts {
@@ -156,7 +152,6 @@ macro_rules! pool_counts {
                 $(self.$f = self.$f.wrapping_add(h.$f);)*
                 self.full_run = self.full_run.max(h.full_run);
                 self.empty_run = self.empty_run.max(h.empty_run);
-                self.release_full = self.release_full.wrapping_add(h.release_full);
             }
 
             fn of(c: &PoolCounters) -> Self {
@@ -164,7 +159,6 @@ macro_rules! pool_counts {
                     $($f: c.$f,)*
                     full_run: c.full_run,
                     empty_run: c.empty_run,
-                    release_full: 0,
                 }
             }
 
@@ -201,22 +195,6 @@ impl PoolHists {
             full_run: c.full_run_hist,
             empty_run: c.empty_run_hist,
             fill: c.fill_hist,
-        }
-    }
-
-    /// Files `n` releases into a full ring that the programs only counted (see
-    /// `PoolHot::release_full`; `PoolCounts::release_full`) in the fill histogram at the
-    /// ring's size, which is their fill. Both that count and the kernel's histograms are
-    /// cumulative: filed into each read of the histograms, once. Without the ring's size
-    /// (the pool's identity unread) they stay out of the histogram, whose other samples
-    /// include one in 64 of them.
-    pub fn file_full_releases(&mut self, n: u64, identity: Option<&PoolIdentity>) {
-        let size = identity
-            .filter(|i| i.known & PoolIdentity::KNOWN_RING_SIZE != 0)
-            .map(|i| i.ring_size);
-        if let (Some(size), true) = (size, n > 0) {
-            let bucket = &mut self.fill[ppscope_common::log2_bucket(u64::from(size))];
-            *bucket = bucket.wrapping_add(n);
         }
     }
 

@@ -211,32 +211,39 @@ fn burst_profile_distributions() {
     assert_eq!((h.fill[3], h.fill[8], h.fill[0]), (7, 1, 0));
 }
 
-/// Releases into a full ring the programs only counted are filed at the ring's size, where it
-/// is known; the view then shows a full ring.
+/// Releases into a full ring the programs only counted are in the fill distribution at the
+/// ring's size, where it is known; a count that went back (its map entry evicted) restarts
+/// like every other instead of counting twice.
 #[test]
-fn full_releases_are_filed_at_the_rings_size() {
-    let mut rare = ppscope_common::PoolRare::default();
-    rare.release_fill_hist[7] = 3;
-    let read = PoolHists::of(&rare);
-    let mut h = read;
-    h.file_full_releases(10, None);
-    assert_eq!(h, read, "no identity: no ring size");
+fn full_releases_are_filled_in_at_the_rings_size() {
+    let mut c = counters();
+    c.fill_hist = [0; LATENCY_BUCKETS];
+    c.fill_hist[7] = 3;
+    c.release_full = 10;
+    let fill = |c: &PoolCounters, id: Option<&PoolIdentity>| {
+        pool_view(1, 1, c, id, &ALL).bursts.ring_fill.unwrap()
+    };
+    assert_eq!(fill(&c, None).samples, 3, "no ring size: left out");
     let mut id = PoolIdentity::EMPTY;
     id.ring_size = 256;
-    h.file_full_releases(10, Some(&id));
-    assert_eq!(h, read, "a ring size not read");
+    assert_eq!(fill(&c, Some(&id)).samples, 3, "a ring size not read");
     id.known = PoolIdentity::KNOWN_RING_SIZE;
-    h.file_full_releases(0, Some(&id));
-    assert_eq!(h, read);
-    h.file_full_releases(10, Some(&id));
-    assert_eq!((h.fill[7], h.fill[8]), (3, 10), "256 is log2 bucket 8");
-    let mut c = counters();
-    h.put(&mut c);
-    let fill = pool_view(1, 1, &c, Some(&id), &ALL)
-        .bursts
-        .ring_fill
-        .unwrap();
-    assert_eq!((fill.samples, fill.p50, fill.max), (13, 256, 256));
+    let f = fill(&c, Some(&id));
+    assert_eq!((f.samples, f.p50, f.max), (13, 256, 256));
+    assert_eq!(
+        (f.buckets[7], f.buckets[8]),
+        (3, 10),
+        "256 is log2 bucket 8"
+    );
+    // Between two samples: the count's difference; a count that went back restarts.
+    let before = RawPool::from_counters(c);
+    let mut later = c;
+    later.release_full = 25;
+    let d = pool_delta(&RawPool::from_counters(later), &before);
+    assert_eq!(d.release_full, 15);
+    later.release_full = 4;
+    let d = pool_delta(&RawPool::from_counters(later), &before);
+    assert_eq!(d.release_full, 4, "evicted and counted again");
 }
 
 #[test]

@@ -60,11 +60,9 @@ impl Probes {
             }
         }
         // A pool's histograms that did not change since the last read are that read's,
-        // shared (`RawPool::hists`). The releases into a full ring that the programs only
-        // counted are filed in them here, at the ring's size: so the identity is read first.
+        // shared (`RawPool::hists`).
         let take_record = |kept: &KeptRecords, entry: &mut RawPool, pool: u64, r: &PoolRare| {
-            let mut now = PoolHists::of(r);
-            now.file_full_releases(entry.counters.release_full, entry.identity.as_ref());
+            let now = PoolHists::of(r);
             entry.hists = Some(match kept.hists(pool) {
                 Some(h) if **h == now => Arc::clone(h),
                 _ => Arc::new(now),
@@ -83,14 +81,14 @@ impl Probes {
                 entry.state = None;
                 entry.identity = None;
             }
-            each::<u64, PoolIdentity>(map("POOL_IDENTITY")?, |pool, id| {
-                if let Some(entry) = pools.get_mut(&pool) {
-                    entry.identity = Some(id);
-                }
-            })?;
             each::<u64, PoolRare>(map("POOL_RARE")?, |pool, r| {
                 if let Some(entry) = pools.get_mut(&pool) {
                     take_record(&self.kept, entry, pool, &r);
+                }
+            })?;
+            each::<u64, PoolIdentity>(map("POOL_IDENTITY")?, |pool, id| {
+                if let Some(entry) = pools.get_mut(&pool) {
+                    entry.identity = Some(id);
                 }
             })?;
         } else {
@@ -101,10 +99,10 @@ impl Probes {
                 let Some(entry) = pools.get_mut(pool) else {
                     continue;
                 };
-                entry.identity = found(identities.get(pool, 0))?;
                 if let Some(r) = found(records.get(pool, 0))? {
                     take_record(&self.kept, entry, *pool, &r);
                 }
+                entry.identity = found(identities.get(pool, 0))?;
             }
         }
         let known = pools.len();

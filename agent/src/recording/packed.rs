@@ -70,6 +70,9 @@ impl Words for PoolCounters {
         ] {
             w.extend_from_slice(h);
         }
+        // After the histograms: a frame names a word by its index, so a count added later
+        // goes last, and a recording made before it has none (0).
+        w.push(self.release_full);
         w
     }
 
@@ -99,6 +102,7 @@ impl Words for PoolCounters {
             full_run_hist: hist(&w[h + LATENCY_BUCKETS..]),
             empty_run_hist: hist(&w[h + 2 * LATENCY_BUCKETS..]),
             fill_hist: hist(&w[h + 3 * LATENCY_BUCKETS..]),
+            release_full: w[h + 4 * LATENCY_BUCKETS],
         }
     }
 }
@@ -378,7 +382,7 @@ mod tests {
         check::<NapiCounters>();
         assert_eq!(
             PoolCounters::default().words().len(),
-            19 + 4 * LATENCY_BUCKETS
+            19 + 4 * LATENCY_BUCKETS + 1
         );
     }
 

@@ -335,9 +335,10 @@ pub struct PoolView {
     pub memory_provider: Option<bool>,
     /// The gve rx queue this pool serves (seen at pool creation).
     pub gve_queue: Option<u32>,
-    /// Entries in the ptr_ring at the pool's last refill, slow path or page release (of a
-    /// run of releases into a full ring, one in 64); the ring's size when it was full to its
-    /// producers (its next slot taken: the kernel clears taken slots in batches).
+    /// Entries in the ptr_ring at the pool's last refill, slow path or page release (during
+    /// a run of releases into a full ring, up to 63 releases a CPU behind); the ring's size
+    /// when a release found it full to its producers (its next slot taken: the kernel clears
+    /// taken slots in batches).
     pub ring_fill: Option<u32>,
     /// The device's configured rx ring (ethtool -g), where the driver reports it.
     pub device_rx_ring: Option<u32>,

@@ -16,15 +16,18 @@ use ppscope_common::site;
 use crate::{
     frames::own_frame,
     kmem::{arg, PoolRead, Probed, Typed},
-    pool::{hot, mark_released, record_fill, ring_fill, Hist, Hot},
+    pool::{hot, mark_released, record_fill, ring_fill, Hist, Hot, RingSide},
 };
 
 /// Runs per page while the ring is full (a ring-full churn): the ring's state is read as the
-/// program can read the pool (`R`). A release into a full ring, after the first of the slot's
-/// occupancy, is counted in the CPU's slot (`release_full`, its fill the ring's size, which the
-/// agent files) instead of in the pool's record: the record's lookup and its atomic add were
-/// two thirds of this program's time on the development host (BENCHMARKS.md). Every 64th is
-/// filed still, so the ring's state in the record stays that of the churn.
+/// program can read the pool (`R`). A release into a ring full to its producers, after the
+/// first of the slot's occupancy, is counted in the CPU's slot (`release_full`: its fill is the
+/// ring's size, which the agent's model adds to the distribution) instead of filed in the
+/// pool's record: the record's lookup and its atomic add were more than half of this
+/// program's time on the development host (`xtask/src/bench/report.rs`). Every 64th is filed
+/// still, so the ring's state in the record stays that of the churn. The ring's reads widen
+/// the window of the race `pool::hot` describes (a nested program switching the slot
+/// between the lookup and the count) by a few loads.
 #[inline(always)]
 fn on_release<R: PoolRead>(pool: u64, netmem: u64) {
     let Some(mut hot) = hot(pool) else {
@@ -37,7 +40,7 @@ fn on_release<R: PoolRead>(pool: u64, netmem: u64) {
     *released += 1;
     // For the single recycle this release may be part of (see `recycle`).
     mark_released::<R>(pool, netmem);
-    let fill = ring_fill::<R>(pool, false);
+    let fill = ring_fill::<R>(pool, RingSide::Producer);
     if *released % FILE_FULL_EVERY != 1 && fill.is_some_and(|f| f.full()) {
         *full += 1;
     } else {

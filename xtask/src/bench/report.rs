@@ -177,24 +177,25 @@ const PROBE_COST_WHY: &str = "\
 - `page_hold`, `page_release` (host tracepoints): `page_release` now runs as `tp_btf`
   (`tb_state_release`) where the kernel allows tracing programs, this host included (it
   refuses fentry, not `tp_btf`): the pool arrives typed and the ring's state is plain loads
-  (the ring's slot, read when its producer equals its consumer, as a release into a full
-  ring does every time, was a helper call until 2026-12-02 and is now a load through the
-  cast: `kmem::read_word`; A/B runs on this host, old and new binaries in turn: 2.37× and
-  2.51× before, 2.22× and 2.35× after);
+  (the ring's next slot, a helper call until 2026-12-02 and now a load through the cast:
+  `kmem::read_word`; A/B runs on this host, old and new binaries in turn: 2.37× and 2.51×
+  before, 2.22× and 2.35× after);
   the ring's state, the fill histogram and the pool's counts were one hash lookup
   (`POOL_RARE`), an atomic add and the CPU's slot, against nothing for the empty program.
   Since 2026-12-04 a release into a ring full to its producers (its next slot taken, the
   kernel's own test: `ptr_ring` clears taken slots 16 at a time, so this host's churn found
-  240–255 of 256 entries behind the consumer at most releases, and the program had read
-  not full) is counted in the CPU's slot (`release_full`), its fill filed by the agent at
-  the ring's size; one in 64 is filed in the record as before, which keeps the ring's state
-  fresh. Without the lookup and the add the program was 1.32× (one run, the ring not read
-  either); with them 2.35–2.46× (two runs); counted in the slot, 1.80–1.84× (two runs), and
-  1.62–1.73× in three A/B rounds against the same program that also skips the consumer's
-  index when the ring is full (1.63–1.71×: no difference). What is left over `page_hold` is
-  the ring's reads (its size, producer, queue and the producer's slot, three cache lines the
-  recycling CPU writes), the release mark and the bulk recycle's frame (two per-CPU array
-  lookups).
+  240–255 of 256 entries behind the consumer at most releases, and the program had read not
+  full) is counted in the CPU's slot (`release_full`), and the agent's model adds it to the
+  fill distribution at the ring's size; the first after a slot switch and one in 64 after
+  are filed in the record as before, which keeps the ring's state fresh. Single runs of the
+  program on this host: without the lookup, the add and the ring's reads 1.32×; with all of
+  them 2.35–2.46× (two runs); the full releases counted in the slot, 1.80–1.84× (two runs).
+  Then three A/B rounds, binaries in turn: that program 1.62–1.73×, the same not reading the
+  consumer's index when the ring is full 1.63–1.71× (no difference; kept, as a full ring's
+  consumer index is a cache line the consumer writes). What is left over `page_hold` is the
+  ring's reads (its size and queue, its producer, and the producer's slot: three cache
+  lines, two of them written by the recycling CPU), the release mark and the bulk recycle's
+  frame (two per-CPU array lookups).
   `page_hold` is the slot's count and, every 64th page in, a look at the clock (the device
   check itself at most once a second per pool and CPU). Rare while a pool
   is healthy, per page under ring-full churn. What is left is those few memory operations;

@@ -160,12 +160,18 @@ fn tracepoints_see_slow_path_pages_on_a_veth_xdp_pool() {
     // the ring full to its producers (its next slot taken) is handed back. Each one's ring
     // fill is in the distribution, whether its program filed it or only counted it
     // (`PoolHot::release_full`, added by the model at the ring's size); no other hook files a
-    // fill on this backend. Most found the ring full: the count's path, not only the filed.
+    // fill on this backend. Most found the ring full, in the log2 bucket of its size, not
+    // the one below (where the entries behind the consumer alone put them): the count's path,
+    // not only the filed.
     let released = pool["pages"]["released"].as_u64().unwrap();
     assert!(released > 0, "no page left the pool: {pool:#}");
     let fill = &pool["bursts"]["ring_fill"];
     assert_eq!(fill["samples"].as_u64(), Some(released), "{pool:#}");
-    assert_eq!(fill["p50"], pool["ring_size"], "{pool:#}");
+    let ring_size = pool["ring_size"].as_u64().unwrap();
+    let at_size = fill["buckets"][ring_size.ilog2() as usize]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(at_size * 2 > released, "{pool:#}");
     // Tracepoints alone cannot split allocations: unknown, never a made-up 0.
     assert!(pool["alloc"]["cache"].is_null(), "{pool:#}");
     assert!(pool["ring_hit_rate"].is_null(), "{pool:#}");

@@ -415,8 +415,8 @@ pub struct PoolCounters {
     pub full_run_hist: [u64; LATENCY_BUCKETS],
     /// Runs of consecutive refills that found the ring empty (how far allocations drained it).
     pub empty_run_hist: [u64; LATENCY_BUCKETS],
-    /// Ring fill at each refill, slow path and release, log2 buckets of entries (bucket 0
-    /// also holds an empty ring).
+    /// Ring fill at each refill, slow path and filed release, log2 buckets of entries
+    /// (bucket 0 also holds an empty ring); the releases only counted are `release_full`.
     pub fill_hist: [u64; LATENCY_BUCKETS],
 }
 
@@ -524,8 +524,8 @@ impl PoolIdentity {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolState {
     pub stamp_ns: u64,
-    /// Entries in the ptr_ring; its size when a release found it full to its producers (its
-    /// next slot taken: the consumer clears the slots it took in batches).
+    /// Entries in the ptr_ring; its size when it was full to its producers (its next slot
+    /// taken: the consumer clears the slots it took in batches; see ebpf `RingSide`).
     pub ring_fill: u32,
     /// Pages held by the pool or its users: hold − release.
     pub inflight: u32,

@@ -455,15 +455,9 @@ pub(crate) fn ring_fill<R: PoolRead>(pool: u64, side: RingSide) -> Option<RingFi
         fill: size as u32,
         size: size as u32,
     };
-    // The queue pointer is a plain number even to a typed program, and the slot at a
-    // run-time index: one word read (`read_word`).
-    let next_slot_taken = || {
-        let queue = R::field::<u64>(pool, o.pool_ring_queue).unwrap_or(0);
-        queue != 0 && read_word(queue + prod as u64 * 8).unwrap_or(0) != 0
-    };
     // A full ring's consumer is not read: its cache line is the consumer's (another CPU's,
     // in a churn), and a release into a full ring is per page.
-    if matches!(side, RingSide::Producer) && next_slot_taken() {
+    if matches!(side, RingSide::Producer) && next_slot_taken::<R>(pool, prod) {
         return Some(full);
     }
     let cons = R::field::<i32>(pool, o.pool_ring_consumer_head)?;
@@ -475,7 +469,10 @@ pub(crate) fn ring_fill<R: PoolRead>(pool: u64, side: RingSide) -> Option<RingFi
         f += size;
     }
     // producer == consumer_head is empty or full: a full ring's next slot is taken.
-    if f == 0 && matches!(side, RingSide::Consumer { found_empty: false }) && next_slot_taken() {
+    if f == 0
+        && matches!(side, RingSide::Consumer { found_empty: false })
+        && next_slot_taken::<R>(pool, prod)
+    {
         return Some(full);
     }
     Some(RingFill {
@@ -484,11 +481,20 @@ pub(crate) fn ring_fill<R: PoolRead>(pool: u64, side: RingSide) -> Option<RingFi
     })
 }
 
+/// Whether the ring's producer's next slot is taken. The queue pointer is a plain number even
+/// to a typed program, and the slot at a run-time index: one word read (`read_word`).
+#[inline(always)]
+fn next_slot_taken<R: PoolRead>(pool: u64, prod: i32) -> bool {
+    let queue = R::field::<u64>(pool, config().offsets.pool_ring_queue).unwrap_or(0);
+    queue != 0 && read_word(queue + prod as u64 * 8).unwrap_or(0) != 0
+}
+
 /// Whose view of the ring [`ring_fill`] takes.
 #[derive(Clone, Copy)]
 pub(crate) enum RingSide {
     /// A release's: the producers'. A ring whose producer's next slot is taken is full, the
-    /// kernel's own test (`__ptr_ring_full`), which the recycle before the release failed.
+    /// kernel's own test (`__ptr_ring_full`), which a recycle into it fails (a page also
+    /// leaves unrecyclable, or at teardown, whatever the ring).
     /// The consumer clears the slots it took in batches (`ptr_ring::batch`, 16 on x86-64), so
     /// a ring is full to its producers up to a batch before producer meets consumer: on the
     /// development host's veth churn most releases found 240-255 of 256 entries behind

@@ -242,8 +242,13 @@ fn full_releases_are_filled_in_at_the_rings_size() {
     let d = pool_delta(&RawPool::from_counters(later), &before);
     assert_eq!(d.release_full, 15);
     later.release_full = 4;
+    later.fill_hist[7] += 2;
     let d = pool_delta(&RawPool::from_counters(later), &before);
     assert_eq!(d.release_full, 4, "evicted and counted again");
+    // The histogram from the kernel's record moved on its own: the interval shows both
+    // moves, not the lifetime of either.
+    let f = fill(&d, Some(&id));
+    assert_eq!((f.samples, f.buckets[7], f.buckets[8]), (6, 2, 4));
 }
 
 #[test]

@@ -9,9 +9,9 @@
 //!
 //! The first frame is the [`Header`] (kernel, hooks, coverage, drop-reason names) as JSON;
 //! every other frame is one [`Frame`]: the cumulative counters of every pool and site at one
-//! instant. Version 2 writes a frame as what changed since the one before ([`packed`]: tens
-//! of bytes per busy pool); version 1 wrote each as JSON (about a kilobyte per pool) and still
-//! reads.
+//! instant. Versions 2 and 3 write a frame as what changed since the one before ([`packed`]:
+//! tens of bytes per busy pool); version 1 wrote each as JSON (about a kilobyte per pool) and
+//! still reads.
 //! [`Reader`] takes one frame at a time, never the whole file. Readers refuse a file that is
 //! not a recording, a newer format, a checksum mismatch or a cut-off frame with one sentence
 //! each, and never panic on any input.
@@ -43,8 +43,11 @@ use crate::{
 pub use packed::BYTES_PER_POOL_FRAME;
 
 pub const MAGIC: &[u8; 8] = b"PPSCOPE\x01";
-/// The version written: 2, frames packed ([`packed`]). 1: frames as JSON (read still).
-pub const FORMAT_VERSION: u32 = 2;
+/// The version written: 3, frames packed ([`packed`]), a pool's counts ending with
+/// `release_full`. 2: the same without it (read as 3: a frame names a word by its index, so
+/// the count reads as 0). 1: frames as JSON (read still). A version is raised for an added
+/// word too, so that an older ppscope refuses the file as newer rather than as corrupt.
+pub const FORMAT_VERSION: u32 = 3;
 /// No frame is larger than this; a bigger length field means a corrupt file.
 const MAX_FRAME: u32 = 256 << 20;
 
@@ -287,7 +290,7 @@ impl Writer {
     }
 }
 
-/// Reads a recording one frame at a time: the memory it holds is one frame (and, for
+/// Reads a recording one frame at a time: the memory it holds is one frame (and, from
 /// version 2, the frame before it), whatever the length of the file.
 pub struct Reader<R> {
     input: R,
@@ -588,9 +591,20 @@ mod tests {
             frames.push(f);
         }
         assert_eq!(Recording::parse(&v1).unwrap().frames, frames);
-        let v2 = recording_bytes(&tempdir());
+        let v3 = recording_bytes(&tempdir());
+        assert_eq!(&v3[8..12], &3u32.to_le_bytes());
+        assert_eq!(Recording::parse(&v3).unwrap().frames, frames);
+        // Version 2: packed, a pool's counts one word shorter (no `release_full`): a real
+        // one, `ppscope record` on the tracepoint-only host.
+        let v2 = include_bytes!("../../../fuzz/corpus/record/host-tracepoints-v2.ppscope");
         assert_eq!(&v2[8..12], &2u32.to_le_bytes());
-        assert_eq!(Recording::parse(&v2).unwrap().frames, frames);
+        let rec = Recording::parse(v2).unwrap();
+        assert!(!rec.frames.is_empty());
+        assert!(rec
+            .frames
+            .iter()
+            .flat_map(|f| f.pools.iter())
+            .all(|p| p.counters.release_full == 0));
         // A real one: `ppscope record` on the tracepoint-only host (no traffic), before
         // version 2.
         let old = include_bytes!("../../../fuzz/corpus/record/host-tracepoints.ppscope");

@@ -283,7 +283,9 @@ pub struct BurstView {
     /// Runs of consecutive refills that found the ring empty.
     pub empty_ring_runs: Option<Distribution>,
     /// Ring fill at refills, slow paths and releases (a ring full to its producers, its next
-    /// slot taken, counts as its size: the kernel clears taken slots in batches).
+    /// slot taken, counts as its size: the kernel clears taken slots in batches). Without the
+    /// ring's size known, the releases into a full ring are left out (fewer samples than
+    /// pages released).
     pub ring_fill: Option<Distribution>,
 }
 

@@ -168,7 +168,7 @@ fn tracepoints_see_slow_path_pages_on_a_veth_xdp_pool() {
     let fill = &pool["bursts"]["ring_fill"];
     assert_eq!(fill["samples"].as_u64(), Some(released), "{pool:#}");
     let ring_size = pool["ring_size"].as_u64().unwrap();
-    let at_size = fill["buckets"][ring_size.ilog2() as usize]
+    let at_size = fill["buckets"][ppscope_common::log2_bucket(ring_size)]
         .as_u64()
         .unwrap_or(0);
     assert!(at_size * 2 > released, "{pool:#}");

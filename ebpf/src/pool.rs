@@ -1,6 +1,8 @@
 //! Per-pool state shared by the hooks: counters per CPU, identity, ring gauges and rare-event
 //! histograms; and per-site stats (whole-site hooks, gve polls).
-use ppscope_common::{HotSlot, PoolHot, PoolIdentity, PoolRare, PoolState, ProbeConfig, SiteStats};
+use ppscope_common::{
+    HotSlot, KernelOffsets, PoolHot, PoolIdentity, PoolRare, PoolState, ProbeConfig, SiteStats,
+};
 
 use crate::{
     config,
@@ -457,7 +459,7 @@ pub(crate) fn ring_fill<R: PoolRead>(pool: u64, side: RingSide) -> Option<RingFi
     };
     // A full ring's consumer is not read: its cache line is the consumer's (another CPU's,
     // in a churn), and a release into a full ring is per page.
-    if matches!(side, RingSide::Producer) && next_slot_taken::<R>(pool, prod) {
+    if matches!(side, RingSide::Producer) && next_slot_taken::<R>(pool, prod, o) {
         return Some(full);
     }
     let cons = R::field::<i32>(pool, o.pool_ring_consumer_head)?;
@@ -471,7 +473,7 @@ pub(crate) fn ring_fill<R: PoolRead>(pool: u64, side: RingSide) -> Option<RingFi
     // producer == consumer_head is empty or full: a full ring's next slot is taken.
     if f == 0
         && matches!(side, RingSide::Consumer { found_empty: false })
-        && next_slot_taken::<R>(pool, prod)
+        && next_slot_taken::<R>(pool, prod, o)
     {
         return Some(full);
     }
@@ -482,10 +484,11 @@ pub(crate) fn ring_fill<R: PoolRead>(pool: u64, side: RingSide) -> Option<RingFi
 }
 
 /// Whether the ring's producer's next slot is taken. The queue pointer is a plain number even
-/// to a typed program, and the slot at a run-time index: one word read (`read_word`).
+/// to a typed program, and the slot at a run-time index: one word read (`read_word`). `o`:
+/// the offsets [`ring_fill`] already holds (each `config()` is a load of its own).
 #[inline(always)]
-fn next_slot_taken<R: PoolRead>(pool: u64, prod: i32) -> bool {
-    let queue = R::field::<u64>(pool, config().offsets.pool_ring_queue).unwrap_or(0);
+fn next_slot_taken<R: PoolRead>(pool: u64, prod: i32, o: &KernelOffsets) -> bool {
+    let queue = R::field::<u64>(pool, o.pool_ring_queue).unwrap_or(0);
     queue != 0 && read_word(queue + prod as u64 * 8).unwrap_or(0) != 0
 }
 

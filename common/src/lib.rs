@@ -150,6 +150,13 @@ pub struct ProbeConfig {
     pub skb_consumed_reason: u32,
     /// What `bpf_rdonly_cast` casts to (see [`CastTypes`]).
     pub cast: CastTypes,
+    /// 0 when no recycle hook can be attached in this run (`--detail light` leaves them off,
+    /// `--backend tracepoint` has none): `page_release` then neither marks its page for a
+    /// single recycle nor looks for a bulk recycle's frame, two per-CPU lookups on a program
+    /// that runs per page in a ring-full churn. Fixed before load, so the verifier drops that
+    /// code; 1 (the default) keeps it, and the release marks stay off at run time unless a
+    /// recycle did attach (`ReleaseMark::on`).
+    pub recycles_hookable: u32,
 }
 
 /// The kernel's BTF ids of the types the programs cast untyped kernel pointers to with the
@@ -187,6 +194,7 @@ impl ProbeConfig {
         only_ifindex: 0,
         skb_consumed_reason: u32::MAX,
         cast: CastTypes::NONE,
+        recycles_hookable: 1,
     };
 }
 

@@ -135,14 +135,7 @@ fn attach_first_backend(
         &[Backend::Fentry, Backend::Kprobe, Backend::Tracepoint]
     };
     for &backend in order {
-        let allowed = matches!(
-            (choice, backend),
-            (BackendChoice::Auto, _)
-                | (BackendChoice::Fentry, Backend::Fentry)
-                | (BackendChoice::Kprobe, Backend::Kprobe)
-                | (BackendChoice::Tracepoint, Backend::Tracepoint)
-        );
-        if !allowed {
+        if !choice.allows(backend) {
             continue;
         }
         let result = match backend {

@@ -5,7 +5,8 @@
 //! one is in the built object).
 use std::borrow::Cow;
 
-use crate::snapshot::{Detail, Group, HookStatus, LEFT_OFF_LIGHT};
+use super::BackendChoice;
+use crate::snapshot::{Backend, Detail, Group, HookStatus, LEFT_OFF_LIGHT};
 
 pub(super) struct KprobeDef {
     /// Alternatives across kernel versions, newest first.
@@ -458,6 +459,32 @@ pub(super) fn left_off(def: &HookDef, detail: Detail) -> bool {
     def.frequent && detail == Detail::Light
 }
 
+/// Whether a recycle hook (single or bulk) can attach in a run of `choice` and `detail`: where
+/// none can, `page_release` leaves out what only they take (`ProbeConfig::recycles_hookable`).
+pub(super) fn recycles_hookable(choice: BackendChoice, detail: Detail) -> bool {
+    HOOKS
+        .iter()
+        .filter(|def| matches!(def.name, "recycle" | "recycle_bulk"))
+        .any(|def| !left_off(def, detail) && def.offers(choice))
+}
+
+impl HookDef {
+    /// Whether `choice` leaves this hook a backend it has programs for (fentry is tried with
+    /// the kprobe's symbols).
+    fn offers(&self, choice: BackendChoice) -> bool {
+        [
+            (
+                Backend::Fentry,
+                self.fentry.is_some() && self.kprobe.is_some(),
+            ),
+            (Backend::Kprobe, self.kprobe.is_some()),
+            (Backend::Tracepoint, self.tracepoint.is_some()),
+        ]
+        .into_iter()
+        .any(|(backend, has)| has && choice.allows(backend))
+    }
+}
+
 /// The status of a hook left off by `--detail light`: not attached, and why.
 pub(super) fn left_off_status(def: &HookDef) -> HookStatus {
     HookStatus {
@@ -610,5 +637,18 @@ mod tests {
         assert_eq!(ProfileBasis::from_hooks(kept), Some(ProfileBasis::Refills));
         let status = left_off_status(&HOOKS[0]);
         assert!(status.left_off() && !status.attached() && !status.module_absent());
+    }
+
+    #[test]
+    fn releases_skip_the_recycles_marks_only_where_no_recycle_can_attach() {
+        use BackendChoice::*;
+        for choice in [Auto, Fentry, Kprobe, Tracepoint] {
+            assert!(!recycles_hookable(choice, Detail::Light), "{choice:?}");
+            assert_eq!(
+                recycles_hookable(choice, Detail::Full),
+                choice != Tracepoint,
+                "{choice:?}"
+            );
+        }
     }
 }

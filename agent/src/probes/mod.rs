@@ -65,6 +65,19 @@ pub enum BackendChoice {
     Tracepoint,
 }
 
+impl BackendChoice {
+    /// Whether a hook may take `backend` under this choice.
+    pub(super) fn allows(self, backend: Backend) -> bool {
+        matches!(
+            (self, backend),
+            (BackendChoice::Auto, _)
+                | (BackendChoice::Fentry, Backend::Fentry)
+                | (BackendChoice::Kprobe, Backend::Kprobe)
+                | (BackendChoice::Tracepoint, Backend::Tracepoint)
+        )
+    }
+}
+
 pub struct ProbeOptions {
     pub backend: BackendChoice,
     /// Only count pools of the interface with this index (0: all).
@@ -226,6 +239,7 @@ impl Probes {
                 .find(|(_, name)| name.as_str() == "SKB_CONSUMED")
                 .map_or(u32::MAX, |(v, _)| *v),
             cast: cast_support.map_or(ppscope_common::CastTypes::NONE, |c| c.types),
+            recycles_hookable: hooks::recycles_hookable(opts.backend, opts.detail).into(),
         };
         let bpf_log_level = bpf_log::level(opts.bpf_log);
         let mut ebpf = {

@@ -14,6 +14,7 @@ use aya_ebpf::{
 use ppscope_common::site;
 
 use crate::{
+    config,
     frames::own_frame,
     kmem::{arg, PoolRead, Probed, Typed},
     pool::{hot, mark_released, record_fill, ring_fill, Hist, Hot, RingSide},
@@ -38,19 +39,23 @@ fn on_release<R: PoolRead>(pool: u64, netmem: u64) {
         Hot::Entry(c) => (&mut c.release_pages, &mut c.release_full),
     };
     *released += 1;
-    // For the single recycle this release may be part of (see `recycle`).
-    mark_released::<R>(pool, netmem);
     let fill = ring_fill::<R>(pool, RingSide::Producer);
     if *released % FILE_FULL_EVERY != 1 && fill.is_some_and(|f| f.full()) {
         *full += 1;
     } else {
         record_fill::<R>(pool, fill, Hist::ReleaseFill);
     }
-    // Tell an open bulk-recycle frame of this task that one of its pages left the pool (a
-    // single recycle learns it from the mark above).
-    if let Some(f) = own_frame(site::BULK) {
-        if f.pool == pool {
-            f.released += 1;
+    // Where no recycle hook can attach (`ProbeConfig::recycles_hookable`, fixed at load:
+    // the verifier drops this code), nobody takes a mark or opens a frame.
+    if config().recycles_hookable != 0 {
+        // For the single recycle this release may be part of (see `recycle`).
+        mark_released::<R>(pool, netmem);
+        // Tell an open bulk-recycle frame of this task that one of its pages left the pool
+        // (a single recycle learns it from the mark above).
+        if let Some(f) = own_frame(site::BULK) {
+            if f.pool == pool {
+                f.released += 1;
+            }
         }
     }
 }

@@ -195,7 +195,15 @@ const PROBE_COST_WHY: &str = "\
   consumer index is a cache line the consumer writes). What is left over `page_hold` is the
   ring's reads (its size and queue, its producer, and the producer's slot: three cache
   lines, two of them written by the recycling CPU), the release mark and the bulk recycle's
-  frame (two per-CPU array lookups).
+  frame (two per-CPU array lookups). Since 2026-12-04 those two are left out where no
+  recycle hook can attach, so nothing takes them: `--detail light` (the default of `agent`
+  and `top`) and `--backend tracepoint`, as this benchmark's `diagnose` runs here
+  (`ProbeConfig::recycles_hookable`, fixed before load, so the verifier drops that code:
+  3,606 instructions walked instead of 3,928). On this host, binaries in turn (single runs
+  of `--only probe-cost --no-vm`, ns a run): with them 50, 48 and 47; with them cut out by
+  hand 45 and 47; this tree 43 and 45 (the empty program 28–30 throughout). `--backend
+  auto` on a host that refuses fentry and kprobes still carries them, as whether a recycle
+  attaches is learnt after the load.
   `page_hold` is the slot's count and, every 64th page in, a look at the clock (the device
   check itself at most once a second per pool and CPU). Rare while a pool
   is healthy, per page under ring-full churn. What is left is those few memory operations;

@@ -831,20 +831,29 @@ pub fn startup(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()>
     let has_bt = Command::new("bpftrace").arg("--version").output().is_ok();
     let mut ours = Vec::new();
     let mut theirs = Vec::new();
-    for _ in 0..n {
-        // Alternating: each tool starts as often first as second.
-        match bench_startup(
-            tools,
-            "watching page_pools",
-            &[&pp, "diagnose", "--duration", "1h"],
-        ) {
-            Ok(ms) => ours.push(ms),
-            Err(e) => res.startup_notes.push(format!("host, ppscope: {e}")),
-        }
-        if has_bt {
-            match bench_startup(tools, "bpftrace-ready", &["unshare", "-m", "sh", "-c", &bt]) {
-                Ok(ms) => theirs.push(ms),
-                Err(e) => res.startup_notes.push(format!("host, bpftrace: {e}")),
+    for round in 0..n {
+        // Alternating: each tool starts first in every other round (the first round runs
+        // right after the agent phase's teardown: see STARTUP_WHY in report.rs).
+        let order: &[bool] = if round % 2 == 0 {
+            &[true, false]
+        } else {
+            &[false, true]
+        };
+        for &ppscope in order {
+            if ppscope {
+                match bench_startup(
+                    tools,
+                    "watching page_pools",
+                    &[&pp, "diagnose", "--duration", "1h"],
+                ) {
+                    Ok(ms) => ours.push(ms),
+                    Err(e) => res.startup_notes.push(format!("host, ppscope: {e}")),
+                }
+            } else if has_bt {
+                match bench_startup(tools, "bpftrace-ready", &["unshare", "-m", "sh", "-c", &bt]) {
+                    Ok(ms) => theirs.push(ms),
+                    Err(e) => res.startup_notes.push(format!("host, bpftrace: {e}")),
+                }
             }
         }
     }

@@ -325,6 +325,19 @@ const STARTUP_WHY: &str = "\
   So neither phase that runs before the start-ups slows them by itself; a single start-up
   moved by up to 1 s between runs (1.84–2.88 s in the eight above), and the benchmark takes
   five per tool since, where it took three.
+- **The host's slow first start (2026-12-04).** The host's ppscope row has shown one start of
+  five at 0.5–1.3 s against a median of 0.12 s. The first round runs right after the agent
+  phase deleted its namespaces with 10,000 veth pairs, and the kernel unregisters those
+  devices afterwards, holding the RTNL lock. ppscope's first sample asks netlink for the
+  page pools, a dump the kernel serves under that lock, so it waits; bpftrace attaches its
+  tracepoints and waits for nothing. Measured on the development host, a namespace of 6,000
+  unused veth pairs deleted 0.1 s before the start (one start each): ppscope 699 ms,
+  bpftrace 125 ms; with no deletion in progress, ppscope 83–123 ms. `strace -T` of such a start: the page-pool dump's
+  request took 0.44 s, the whole of the delay (`RUST_LOG=debug`: hooks attached at 183 ms,
+  first sample at 653 ms). This is the kernel's lock, not ppscope's work; a start that does
+  not wait for the kernel's pool list (its first sample taken without netlink, the list
+  following) would remove it, at the cost of a first interval without the kernel's stats.
+  Not done. The tools take turns going first in each round since.
 ";
 
 fn cmd(prog: &str, args: &[&str]) -> String {

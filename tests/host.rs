@@ -276,6 +276,26 @@ fn doctor_explains_this_kernel() {
             .any(|l| l.trim_start().starts_with("page_hold") && l.contains("ms; verifier: ")),
         "{text}"
     );
+    // Under light no recycle hook can attach, so page_release is loaded without what it
+    // leaves the recycles (`ProbeConfig::feed_recycles`): the verifier walks less of it.
+    let light: Value =
+        serde_json::from_slice(&run(PPSCOPE, &["doctor", "--json", "--detail", "light"]).stdout)
+            .unwrap();
+    let walked = |v: &Value| {
+        v["hooks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["hook"] == "page_release")
+            .and_then(|h| h["load"]["verified_insns"].as_u64())
+            .unwrap_or_else(|| panic!("no page_release walk: {v:#}"))
+    };
+    assert!(
+        walked(&light) < walked(&v),
+        "page_release walked {} instructions under light, {} under full",
+        walked(&light),
+        walked(&v)
+    );
     // Which figure comes from where, at each detail level (doctor runs full by default).
     assert_eq!(v["detail"], "full", "{v:#}");
     let figures = v["figures"].as_array().unwrap();

@@ -150,13 +150,16 @@ pub struct ProbeConfig {
     pub skb_consumed_reason: u32,
     /// What `bpf_rdonly_cast` casts to (see [`CastTypes`]).
     pub cast: CastTypes,
-    /// 0 when no recycle hook can be attached in this run (`--detail light` leaves them off,
-    /// `--backend tracepoint` has none): `page_release` then neither marks its page for a
-    /// single recycle nor looks for a bulk recycle's frame, two per-CPU lookups on a program
-    /// that runs per page in a ring-full churn. Fixed before load, so the verifier drops that
-    /// code; 1 (the default) keeps it, and the release marks stay off at run time unless a
-    /// recycle did attach (`ReleaseMark::on`).
-    pub recycles_hookable: u32,
+    /// Whether `page_release` tells the recycle hooks of each page that left inside their call:
+    /// the mark a single recycle takes (`ReleaseMark`) and the count in a bulk recycle's
+    /// frame, two per-CPU lookups on a program that runs per page in a ring-full churn. 0
+    /// where the run's flags leave no recycle hook a backend (`--detail light`,
+    /// `--backend tracepoint`; the agent's `hooks::recycles_fed`). This struct is read-only
+    /// data fixed before load, which the verifier reads as constants, so it drops the code a
+    /// 0 leaves out (a map value such as `ReleaseMark::on` prunes nothing). 1, the default,
+    /// keeps it; the marks then still wait for `ReleaseMark::on`, set once a single recycle
+    /// attached and `page_release` is on its tracepoint.
+    pub feed_recycles: u32,
 }
 
 /// The kernel's BTF ids of the types the programs cast untyped kernel pointers to with the
@@ -194,7 +197,7 @@ impl ProbeConfig {
         only_ifindex: 0,
         skb_consumed_reason: u32::MAX,
         cast: CastTypes::NONE,
-        recycles_hookable: 1,
+        feed_recycles: 1,
     };
 }
 

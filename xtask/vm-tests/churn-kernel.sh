@@ -28,7 +28,7 @@ series() {
     pools_in "$_metrics" "$1"
 }
 # A device's series in one scrape's text, histograms left out: what keeps its pools listed.
-detail_in() {
+listing_in() {
     printf "%s\n" "$1" | grep "device=\"$2\"" | grep -v -e _bucket -e _sum -e _count || true
 }
 self() { scrape | grep -E "^ppscope_(map_entries|map_capacity|collection_errors_total|collections_total|pools) "; }
@@ -120,9 +120,9 @@ T0=$(date +%s)
 # counted as listed with a detail that no longer holds it (a CI run saw that).
 while [ $(($(date +%s) - T0)) -lt 60 ]; do
     sleep 1
-    METRICS=$(scrape) || continue
+    METRICS=$(scrape) || { LISTED="(the agent did not answer at $(($(date +%s) - T0)) s)"; continue; }
     if [ "$(pools_in "$METRICS" veth1)" = 0 ]; then GONE=$(($(date +%s) - T0)); break; fi
-    LISTED=$(detail_in "$METRICS" veth1)
+    LISTED=$(listing_in "$METRICS" veth1)
 done
 echo "@@ns-gone-after"; echo "$GONE"
 echo "@@ns-listed"; echo "$LISTED"

@@ -129,15 +129,9 @@ fn attach_first_backend(
             return status;
         }
     }
-    let order: &[Backend] = if def.tracepoint_first {
-        &[Backend::Tracepoint, Backend::Fentry, Backend::Kprobe]
-    } else {
-        &[Backend::Fentry, Backend::Kprobe, Backend::Tracepoint]
-    };
-    for &backend in order {
-        if !choice.allows(backend) {
-            continue;
-        }
+    // `backends` offers only what the hook has programs for (the `continue`s cannot happen):
+    // the agent's `ProbeConfig::feed_recycles` goes by it too.
+    for backend in def.backends(choice) {
         let result = match backend {
             Backend::Fentry => match (&def.fentry, &def.kprobe) {
                 (Some(f), Some(k)) => attach_fentry(ebpf, f, k, ctx),

@@ -60,6 +60,10 @@ pub(super) struct HookDef {
     /// Runs on every page allocated or recycled, every NAPI poll (one a packet when traffic is
     /// light) or around every page leaving its pool: left off by `--detail light`.
     pub(super) frequent: bool,
+    /// Its programs learn from `page_release` which pages left the pool inside their call (a
+    /// single recycle's mark, a bulk recycle's frame): where no such hook can attach,
+    /// `page_release` leaves that out (`recycles_fed`).
+    pub(super) fed_by_releases: bool,
 }
 
 const fn kp(
@@ -96,6 +100,7 @@ const fn hook(name: &'static str, group: Group, loses: &'static str) -> HookDef 
         tracepoint_first: false,
         module: None,
         frequent: false,
+        fed_by_releases: false,
     }
 }
 
@@ -194,6 +199,7 @@ pub(super) const HOOKS: &[HookDef] = &[
         ),
         fentry: fe(None, Some("fx_put_exit")),
         frequent: true,
+        fed_by_releases: true,
         ..hook(
             "recycle",
             Group::PagePool,
@@ -216,6 +222,7 @@ pub(super) const HOOKS: &[HookDef] = &[
             wrapper_entry: None,
         }),
         frequent: true,
+        fed_by_releases: true,
         ..hook(
             "recycle_bulk",
             Group::PagePool,
@@ -459,29 +466,33 @@ pub(super) fn left_off(def: &HookDef, detail: Detail) -> bool {
     def.frequent && detail == Detail::Light
 }
 
-/// Whether a recycle hook (single or bulk) can attach in a run of `choice` and `detail`: where
-/// none can, `page_release` leaves out what only they take (`ProbeConfig::recycles_hookable`).
-pub(super) fn recycles_hookable(choice: BackendChoice, detail: Detail) -> bool {
+/// Whether a hook `page_release` feeds (`HookDef::fed_by_releases`) can attach in a run of
+/// `choice` and `detail`: the agent's `ProbeConfig::feed_recycles`, fixed before load from
+/// the same table and flags the attach goes by.
+pub(super) fn recycles_fed(choice: BackendChoice, detail: Detail) -> bool {
     HOOKS
         .iter()
-        .filter(|def| matches!(def.name, "recycle" | "recycle_bulk"))
-        .any(|def| !left_off(def, detail) && def.offers(choice))
+        .filter(|def| def.fed_by_releases && !left_off(def, detail))
+        .any(|def| def.backends(choice).next().is_some())
 }
 
 impl HookDef {
-    /// Whether `choice` leaves this hook a backend it has programs for (fentry is tried with
-    /// the kprobe's symbols).
-    fn offers(&self, choice: BackendChoice) -> bool {
-        [
-            (
-                Backend::Fentry,
-                self.fentry.is_some() && self.kprobe.is_some(),
-            ),
-            (Backend::Kprobe, self.kprobe.is_some()),
-            (Backend::Tracepoint, self.tracepoint.is_some()),
-        ]
-        .into_iter()
-        .any(|(backend, has)| has && choice.allows(backend))
+    /// The backends this hook tries under `choice`, in order: those `choice` allows that it has
+    /// programs for (fentry resolves the kprobe's symbols, so it needs both).
+    pub(super) fn backends(&self, choice: BackendChoice) -> impl Iterator<Item = Backend> + '_ {
+        let order: &[Backend] = if self.tracepoint_first {
+            &[Backend::Tracepoint, Backend::Fentry, Backend::Kprobe]
+        } else {
+            &[Backend::Fentry, Backend::Kprobe, Backend::Tracepoint]
+        };
+        order.iter().copied().filter(move |&backend| {
+            choice.allows(backend)
+                && match backend {
+                    Backend::Fentry => self.fentry.is_some() && self.kprobe.is_some(),
+                    Backend::Kprobe => self.kprobe.is_some(),
+                    Backend::Tracepoint => self.tracepoint.is_some(),
+                }
+        })
     }
 }
 
@@ -640,15 +651,34 @@ mod tests {
     }
 
     #[test]
-    fn releases_skip_the_recycles_marks_only_where_no_recycle_can_attach() {
+    fn releases_feed_the_recycles_except_under_light_or_tracepoints() {
         use BackendChoice::*;
+        let fed: Vec<&str> = HOOKS
+            .iter()
+            .filter(|d| d.fed_by_releases)
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(fed, ["recycle", "recycle_bulk"]);
         for choice in [Auto, Fentry, Kprobe, Tracepoint] {
-            assert!(!recycles_hookable(choice, Detail::Light), "{choice:?}");
+            assert!(!recycles_fed(choice, Detail::Light), "{choice:?}");
             assert_eq!(
-                recycles_hookable(choice, Detail::Full),
+                recycles_fed(choice, Detail::Full),
                 choice != Tracepoint,
                 "{choice:?}"
             );
         }
+        // The order the attach tries: the tracepoint first where it is the exact source.
+        use crate::snapshot::Backend as B;
+        let order = |name: &str, choice| {
+            let def = HOOKS.iter().find(|d| d.name == name).unwrap();
+            def.backends(choice).collect::<Vec<_>>()
+        };
+        assert_eq!(order("recycle", Auto), [B::Fentry, B::Kprobe]);
+        assert_eq!(
+            order("page_hold", Auto),
+            [B::Tracepoint, B::Fentry, B::Kprobe]
+        );
+        assert_eq!(order("page_hold", Kprobe), [B::Kprobe]);
+        assert!(order("recycle", Tracepoint).is_empty());
     }
 }

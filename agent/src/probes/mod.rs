@@ -67,7 +67,7 @@ pub enum BackendChoice {
 
 impl BackendChoice {
     /// Whether a hook may take `backend` under this choice.
-    pub(super) fn allows(self, backend: Backend) -> bool {
+    fn allows(self, backend: Backend) -> bool {
         matches!(
             (self, backend),
             (BackendChoice::Auto, _)
@@ -239,7 +239,7 @@ impl Probes {
                 .find(|(_, name)| name.as_str() == "SKB_CONSUMED")
                 .map_or(u32::MAX, |(v, _)| *v),
             cast: cast_support.map_or(ppscope_common::CastTypes::NONE, |c| c.types),
-            recycles_hookable: hooks::recycles_hookable(opts.backend, opts.detail).into(),
+            feed_recycles: hooks::recycles_fed(opts.backend, opts.detail).into(),
         };
         let bpf_log_level = bpf_log::level(opts.bpf_log);
         let mut ebpf = {
@@ -293,7 +293,16 @@ impl Probes {
         let release_traced = hooks
             .iter()
             .any(|h| h.hook == "page_release" && h.backend == Some(Backend::Tracepoint));
-        let marks = on("recycle") && release_traced && switch_release_marks_on(&mut ebpf).is_ok();
+        // Decided before load from the same table and flags as the attach: a recycle attached
+        // without it would count every page that left as kept.
+        debug_assert!(
+            config.feed_recycles != 0 || !(on("recycle") || on("recycle_bulk")),
+            "a recycle hook attached where page_release was built not to feed it"
+        );
+        let marks = config.feed_recycles != 0
+            && on("recycle")
+            && release_traced
+            && switch_release_marks_on(&mut ebpf).is_ok();
         let coverage = Coverage {
             alloc: on("alloc"),
             refill: on("refill"),

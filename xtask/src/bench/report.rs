@@ -192,18 +192,19 @@ const PROBE_COST_WHY: &str = "\
   them 2.35–2.46× (two runs); the full releases counted in the slot, 1.80–1.84× (two runs).
   Then three A/B rounds, binaries in turn: that program 1.62–1.73×, the same not reading the
   consumer's index when the ring is full 1.63–1.71× (no difference; kept, as a full ring's
-  consumer index is a cache line the consumer writes). What is left over `page_hold` is the
-  ring's reads (its size and queue, its producer, and the producer's slot: three cache
-  lines, two of them written by the recycling CPU), the release mark and the bulk recycle's
-  frame (two per-CPU array lookups). Since 2026-12-04 those two are left out where no
-  recycle hook can attach, so nothing takes them: `--detail light` (the default of `agent`
-  and `top`) and `--backend tracepoint`, as this benchmark's `diagnose` runs here
-  (`ProbeConfig::recycles_hookable`, fixed before load, so the verifier drops that code:
-  3,606 instructions walked instead of 3,928). On this host, binaries in turn (single runs
-  of `--only probe-cost --no-vm`, ns a run): with them 50, 48 and 47; with them cut out by
-  hand 45 and 47; this tree 43 and 45 (the empty program 28–30 throughout). `--backend
-  auto` on a host that refuses fentry and kprobes still carries them, as whether a recycle
-  attaches is learnt after the load.
+  consumer index is a cache line the consumer writes). What is left over `page_hold` in this
+  row is the ring's reads (its size and queue, its producer, and the producer's slot: three
+  cache lines, two of them written by the recycling CPU). Where a recycle hook can attach,
+  the program also marks the page for a single recycle and looks for a bulk recycle's frame
+  (two per-CPU array lookups); since 2026-12-04 it leaves both out where the run's flags
+  leave no recycle hook a backend: `--detail light` (the default of `agent` and `top`) and
+  `--backend tracepoint`, as this benchmark's `diagnose` runs here
+  (`ProbeConfig::feed_recycles`, fixed before load, so the verifier drops that code: 3,606
+  instructions walked instead of 3,641 with it, 3,928 before). On this host, binaries in
+  turn (single runs of `--only probe-cost --no-vm`, ns a run): with them 50, 48 and 47;
+  with them cut out by hand 45 and 47; without them by the config 43 and 45 (the empty
+  program 28–30 throughout). `--backend auto` on a host that refuses fentry and kprobes
+  still carries them, as whether a recycle attaches is learnt after the load.
   `page_hold` is the slot's count and, every 64th page in, a look at the clock (the device
   check itself at most once a second per pool and CPU). Rare while a pool
   is healthy, per page under ring-full churn. What is left is those few memory operations;
@@ -325,10 +326,11 @@ const STARTUP_WHY: &str = "\
   So neither phase that runs before the start-ups slows them by itself; a single start-up
   moved by up to 1 s between runs (1.84–2.88 s in the eight above), and the benchmark takes
   five per tool since, where it took three.
-- **The host's slow first start (2026-12-04).** The host's ppscope row has shown one start of
-  five at 0.5–1.3 s against a median of 0.12 s. The first round runs right after the agent
-  phase deleted its namespaces with 10,000 veth pairs, and the kernel unregisters those
-  devices afterwards, holding the RTNL lock. ppscope's first sample asks netlink for the
+- **The host's slow first start (2026-12-04).** The host's ppscope row showed one start of
+  five at 0.5–1.3 s against a median of 0.12 s, the first of them. The start-ups run soon
+  after the agent phase deleted its namespaces with 10,000 veth pairs (the simulator's short
+  phase between), and the kernel unregisters those devices afterwards, holding the RTNL
+  lock. ppscope's first sample asks netlink for the
   page pools, a dump the kernel serves under that lock, so it waits; bpftrace attaches its
   tracepoints and waits for nothing. Measured on the development host, a namespace of 6,000
   unused veth pairs deleted 0.1 s before the start (one start each): ppscope 699 ms,
@@ -337,7 +339,9 @@ const STARTUP_WHY: &str = "\
   first sample at 653 ms). This is the kernel's lock, not ppscope's work; a start that does
   not wait for the kernel's pool list (its first sample taken without netlink, the list
   following) would remove it, at the cost of a first interval without the kernel's stats.
-  Not done. The tools take turns going first in each round since.
+  Not done. Since then one start of each tool, not counted, runs before the measured ones
+  (the first start after the agent phase was the one that waited), and the tools take turns
+  going first.
 ";
 
 fn cmd(prog: &str, args: &[&str]) -> String {

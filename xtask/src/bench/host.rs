@@ -849,7 +849,7 @@ pub fn startup(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()>
     };
     // One start of each, not counted, first: the agent phase deleted namespaces of up to
     // 10,000 veth pairs, which the kernel unregisters afterwards under the RTNL lock, and a
-    // start then waits for it (STARTUP_WHY in report.rs); it also warms the page cache for
+    // start then waits for it (HOST_SLOW_START in report.rs); it also warms the page cache for
     // both tools alike.
     for tool in [Tool::Ppscope, Tool::Bpftrace] {
         let _ = start(tool);

@@ -829,7 +829,7 @@ pub fn startup(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()>
     let pp = tools.ppscope.to_string_lossy().into_owned();
     let bt = format!("mount -t tracefs nodev /sys/kernel/tracing && exec bpftrace -e '{HOST_BT}'");
     let has_bt = Command::new("bpftrace").arg("--version").output().is_ok();
-    #[derive(Clone, Copy, PartialEq)]
+    #[derive(Clone, Copy)]
     enum Tool {
         Ppscope,
         Bpftrace,
@@ -864,16 +864,14 @@ pub fn startup(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()>
             [Tool::Bpftrace, Tool::Ppscope]
         };
         for tool in order {
-            match (tool, start(tool)) {
-                (Tool::Ppscope, Some(Ok(ms))) => ours.push(ms),
-                (Tool::Bpftrace, Some(Ok(ms))) => theirs.push(ms),
-                (Tool::Ppscope, Some(Err(e))) => {
-                    res.startup_notes.push(format!("host, ppscope: {e}"))
-                }
-                (Tool::Bpftrace, Some(Err(e))) => {
-                    res.startup_notes.push(format!("host, bpftrace: {e}"))
-                }
-                (_, None) => {}
+            let (samples, name) = match tool {
+                Tool::Ppscope => (&mut ours, "ppscope"),
+                Tool::Bpftrace => (&mut theirs, "bpftrace"),
+            };
+            match start(tool) {
+                Some(Ok(ms)) => samples.push(ms),
+                Some(Err(e)) => res.startup_notes.push(format!("host, {name}: {e}")),
+                None => {}
             }
         }
     }

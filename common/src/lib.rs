@@ -264,6 +264,10 @@ pub struct PoolHot {
     /// When this pool's device was last checked on this CPU (see
     /// [`HotSlot::device_checked_ns`]), parked here with `paced_events`.
     pub device_checked_ns: u64,
+    /// The weight of this pool's next filed refill fill on this CPU (see
+    /// [`HotSlot::fill_weight`]), parked here with `paced_events`. Not a count the agent
+    /// reads.
+    pub fill_weight: u64,
     /// Equal to `fold_head` when no fold is in progress.
     pub fold_tail: u64,
 }
@@ -324,6 +328,16 @@ pub struct HotSlot {
     /// the check is made at most once a second per pool and CPU, whatever the event rate.
     /// Goes with the pool like `paced_events`. Not a figure the agent reads.
     pub device_checked_ns: u64,
+    /// The weight a filing of the ring's fill at the pool's next refill that takes pages would
+    /// carry: one more than such refills since the last filing on this CPU (0: none filed
+    /// yet). A refill that takes pages reads the ring and files its fill in the pool's record
+    /// at the first, at every 8th after, and when it ends a run of empty refills, with this
+    /// weight: the distribution keeps the refills' share of it, from an eighth of the reads
+    /// (ebpf `hooks::refill`). An empty refill files its own. The record's lookup and the
+    /// ring's reads at every refill were most of the refill program's time, the largest of
+    /// `--detail light` (BENCHMARKS.md). Goes with the pool like `paced_events`, so pools
+    /// taking turns on a CPU are each sampled. Not a count the agent reads.
+    pub fill_weight: u64,
     /// Events of other pools seen while the slot held this one (not a count of any pool: it
     /// paces how often the slot changes hands).
     pub misses: u64,
@@ -352,7 +366,8 @@ pub struct PoolRare {
     /// Ring fill and inflight pages at the last rare event filed here (`known` 0: never
     /// read). Of a churn's releases into a full ring, the first after a slot switch and one
     /// in 64 after are (`HotSlot::release_full`): under a churn the gauge lags the pool by
-    /// up to 63 releases per CPU.
+    /// up to 63 releases per CPU; of the refills that took pages, one in 8
+    /// (`HotSlot::fill_weight`).
     pub state: PoolState,
     /// Slow-path duration histogram, log2 ns buckets (see [`LATENCY_BUCKETS`]). Allocation
     /// side: plain adds.
@@ -363,8 +378,10 @@ pub struct PoolRare {
     /// Runs of consecutive refills that found the ring empty (how far allocations drained it).
     /// Atomic adds: a run parked on one CPU may end on another's slot switch.
     pub empty_run_hist: [u64; LATENCY_BUCKETS],
-    /// Ring fill at each refill and slow path, log2 buckets of entries (bucket 0 also holds an
-    /// empty ring). Allocation side: plain adds.
+    /// Ring fill at each slow path and empty refill, and at the refills that took pages one
+    /// filing in 8 per CPU, weighted by the refills it stands for (`HotSlot::fill_weight`);
+    /// log2 buckets of entries (bucket 0 also holds an empty ring). Allocation side: plain
+    /// adds.
     pub fill_hist: [u64; LATENCY_BUCKETS],
     /// Ring fill at each page release, as `fill_hist`, but for the releases into a full ring
     /// counted in `PoolHot::release_full` instead. Atomic adds.
@@ -426,8 +443,9 @@ pub struct PoolCounters {
     pub full_run_hist: [u64; LATENCY_BUCKETS],
     /// Runs of consecutive refills that found the ring empty (how far allocations drained it).
     pub empty_run_hist: [u64; LATENCY_BUCKETS],
-    /// Ring fill at each refill, slow path and filed release, log2 buckets of entries
-    /// (bucket 0 also holds an empty ring); the releases only counted are `release_full`.
+    /// Ring fill at each slow path, empty refill and filed release, and at refills that took
+    /// pages weighted (`PoolRare::fill_hist`), log2 buckets of entries (bucket 0 also holds an
+    /// empty ring); the releases only counted are `release_full`.
     pub fill_hist: [u64; LATENCY_BUCKETS],
 }
 

@@ -367,8 +367,12 @@ fn switch_slot(s: &mut HotSlot, pool: u64, new: &mut PoolHot) {
     put!(s.seq_end, seq | 1);
     // What the slot takes up from the new pool's entry is read first: making the old pool's
     // entry again below may evict the new pool's from a full map and reuse its memory.
-    let (new_empty_run, new_paced_events, new_checked_ns) =
-        (new.empty_run, new.paced_events, new.device_checked_ns);
+    let (new_empty_run, new_paced_events, new_checked_ns, new_fill_weight) = (
+        new.empty_run,
+        new.paced_events,
+        new.device_checked_ns,
+        new.fill_weight,
+    );
     new.empty_run = 0;
     let old = s.pool;
     let entry = match POOL_COUNTERS.get_ptr_mut(old) {
@@ -394,6 +398,7 @@ fn switch_slot(s: &mut HotSlot, pool: u64, new: &mut PoolHot) {
         put!(c.empty_run, s.empty_run);
         put!(c.paced_events, s.paced_events);
         put!(c.device_checked_ns, s.device_checked_ns);
+        put!(c.fill_weight, s.fill_weight);
         parked = true;
         put!(c.fold_head, seq);
         put!(c.fold_tail, seq);
@@ -419,6 +424,7 @@ fn switch_slot(s: &mut HotSlot, pool: u64, new: &mut PoolHot) {
     put!(s.empty_run, new_empty_run);
     put!(s.paced_events, new_paced_events);
     put!(s.device_checked_ns, new_checked_ns);
+    put!(s.fill_weight, new_fill_weight);
     put!(s.pool, pool);
     put!(s.seq, seq + 2);
     put!(s.seq_end, seq + 2);
@@ -536,17 +542,21 @@ impl RingFill {
 ///
 /// `found_empty`: as in [`RingSide::Consumer`] (the allocation side's view: a release reads
 /// the fill itself and calls [`record_fill`]). `fill_into`: the caller's side's fill
-/// histogram (`Hist::Fill` on the allocation side).
+/// histogram (`Hist::Fill` on the allocation side), where the fill counts `weight` times (the
+/// events it stands for: a refill's filing stands for the refills not filed since,
+/// `HotSlot::fill_weight`).
 #[inline(always)]
 pub(crate) fn record_state<R: PoolRead>(
     pool: u64,
     found_empty: bool,
     fill_into: Hist,
+    weight: u64,
 ) -> Option<&'static mut PoolRare> {
     record_fill::<R>(
         pool,
         ring_fill::<R>(pool, RingSide::Consumer { found_empty }),
         fill_into,
+        weight,
     )
 }
 
@@ -556,6 +566,7 @@ pub(crate) fn record_fill<R: PoolRead>(
     pool: u64,
     fill: Option<RingFill>,
     fill_into: Hist,
+    weight: u64,
 ) -> Option<&'static mut PoolRare> {
     let o = &config().offsets;
     let mut st = PoolState::default();
@@ -579,7 +590,7 @@ pub(crate) fn record_fill<R: PoolRead>(
     // same moment, good enough for a gauge.
     r.state = st;
     if let Some(f) = fill {
-        file(r, fill_into, u64::from(f.fill));
+        file_weighted(r, fill_into, u64::from(f.fill), weight);
     }
     Some(r)
 }
@@ -623,6 +634,12 @@ pub(crate) fn hist_add(pool: u64, which: Hist, value: u64) {
 /// Adds one sample of `value` to one of a record's histograms.
 #[inline(always)]
 pub(crate) fn file(r: &mut PoolRare, which: Hist, value: u64) {
+    file_weighted(r, which, value, 1);
+}
+
+/// Adds `weight` samples of `value` to one of a record's histograms.
+#[inline(always)]
+pub(crate) fn file_weighted(r: &mut PoolRare, which: Hist, value: u64, weight: u64) {
     let (arr, alloc_side) = match which {
         Hist::Slow => (&mut r.slow_hist, true),
         Hist::FullRun => (&mut r.full_run_hist, false),
@@ -636,14 +653,14 @@ pub(crate) fn file(r: &mut PoolRare, which: Hist, value: u64) {
     if alloc_side {
         // One writer at a time: the pool's allocation side (see `PoolRare`). The atomic add was
         // the largest part of a refill's cost under the VM lab's emulated CPUs (BENCHMARKS.md).
-        *slot += 1;
+        *slot += weight;
     } else {
         // SAFETY: an aligned u64 inside the map value; BPF has an atomic add even though the
         // target lacks compare-and-swap (so core's AtomicU64 offers no fetch_add).
         unsafe {
             core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
                 slot as *mut u64,
-                1,
+                weight,
             )
         };
     }

@@ -46,6 +46,9 @@ fn ethtool_stats(text: &str) -> HashMap<String, u64> {
         .collect()
 }
 
+/// The guest CPUs of `lab_run`'s VM.
+const LAB_CPUS: u32 = 2;
+
 /// Boots `kernel`, runs one diagnose per backend side by side over the same traffic.
 fn lab_run(
     kernel: KernelChoice,
@@ -53,6 +56,7 @@ fn lab_run(
 ) -> (HashMap<String, Value>, HashMap<String, u64>, String) {
     let mut run = VmRun::new(workspace_root().join("xtask/vm-tests/diagnose-lab.sh"));
     run.kernel = kernel;
+    run.cpus = LAB_CPUS;
     run.args = std::iter::once("4".to_string())
         .chain(backends.iter().map(|b| b.to_string()))
         .collect();
@@ -127,6 +131,32 @@ fn kernel_flows(k: &HashMap<String, u64>) -> (u64, u64) {
         + k["rx_pp_recycle_ring_full"]
         + k["rx_pp_recycle_released_ref"];
     (allocs, recycles)
+}
+
+/// The ring-fill distribution of `ifname`'s pools counts every rare event it stands for: a
+/// sample per slow path and page released, and the refills' share, though a refill that took
+/// pages reads the ring only at every 8th on its CPU, filed with the weight of the refills
+/// since (`HotSlot::fill_weight`). What may differ is the refills a window's first filing
+/// stands for from before the window and those not yet filed at its end: under 8 per CPU
+/// and pool each.
+fn assert_fill_samples_add_up(what: &str, diag: &Value, ifname: &str) {
+    let pools = pools_named(diag, ifname);
+    let events = sum(&pools, &["alloc", "ring"])
+        + sum(&pools, &["alloc", "ring_empty"])
+        + sum(&pools, &["alloc", "slow"])
+        + sum(&pools, &["pages", "released"]);
+    let samples: u64 = pools
+        .iter()
+        .map(|p| p["bursts"]["ring_fill"]["samples"].as_u64().unwrap_or(0))
+        .sum();
+    let slack = 2 * 8 * u64::from(LAB_CPUS) * pools.len() as u64;
+    eprintln!("{what} {ifname}: ring-fill samples {samples}, events {events}");
+    assert!(
+        events > 100 && samples.abs_diff(events) <= slack.max(events / 50),
+        "{what} {ifname}: ring-fill samples {samples} against {events} refills, slow paths \
+         and releases (allowed {} off)",
+        slack.max(events / 50)
+    );
 }
 
 /// The veth1 pools' counts of one backend against the kernel's `rx_pp_*` stats.
@@ -356,6 +386,9 @@ fn vm_sid_fentry_and_kprobe_match_each_other_and_the_kernel() {
             "QEMU's default vring is 256, one queue: {virtio:#?}"
         );
         assert_matches_kernel_stats(backend, diag, &k);
+        for ifname in ["vnet1", "veth1"] {
+            assert_fill_samples_add_up(backend, diag, ifname);
+        }
     }
     assert_backends_agree(
         ("fentry", &diags["fentry"]),

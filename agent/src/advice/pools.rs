@@ -130,7 +130,7 @@ pub fn advise_profiles(
             }
             if p.basis == ProfileBasis::Refills {
                 a.evidence.push(
-                    "profile from ring refills, slow-path pages and returned pages (--detail light): exact at the ring, placed in time to within one refill (64 pages); --detail full replays every page".into(),
+                    "profile from ring refills, slow-path pages and returned pages (--detail light): exact at the ring, placed in time to within 8 refills a CPU (the ring's fill is read at one refill in 8); --detail full replays every page".into(),
                 );
             }
             Some((p.pool, a))

@@ -15,7 +15,8 @@
 //!   before + pages the refills took out, plus the pages that found it full. Demand is what
 //!   entered the cache from the ring or the allocator. Direct recycles and the allocations
 //!   they serve never touch the ring and are in neither side. Exact at the ring, placed in
-//!   time to within one refill (the fill is read at refills, slow paths and returns).
+//!   time to within 8 refills a CPU (the fill is read at slow paths, returns, empty refills
+//!   and one refill in 8 that took pages: `HotSlot::fill_weight`).
 use ppscope_common::PoolIdentity;
 
 use super::simulator::{Profile, Step};

@@ -285,7 +285,8 @@ pub struct BurstView {
     /// Ring fill at refills, slow paths and releases (a ring full to its producers, its next
     /// slot taken, counts as its size: the kernel clears taken slots in batches). Without the
     /// ring's size known, the releases into a full ring are left out (fewer samples than
-    /// pages released).
+    /// pages released). Refills that took pages are sampled, one in 8 per pool and CPU
+    /// counting for the 8, so samples match events within a few per CPU.
     pub ring_fill: Option<Distribution>,
 }
 

@@ -43,7 +43,7 @@ fn on_release<R: PoolRead>(pool: u64, netmem: u64) {
     if *released % FILE_FULL_EVERY != 1 && fill.is_some_and(|f| f.full()) {
         *full += 1;
     } else {
-        record_fill::<R>(pool, fill, Hist::ReleaseFill);
+        record_fill::<R>(pool, fill, Hist::ReleaseFill, 1);
     }
     // Where no recycle hook can attach, nobody takes a mark or opens a frame
     // (`ProbeConfig::feed_recycles`: fixed at load, so the verifier drops this code). After

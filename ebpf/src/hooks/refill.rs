@@ -20,15 +20,19 @@ use crate::{
 };
 
 /// Counts one refill in `$c` (the CPU's slot or the pool's entry: both have the fields), and
-/// evaluates to the empty-ring run the refill ended (0: none).
-/// Counting only: what is done with the run and the device check is done once, after (the
-/// program is inlined into both arms of the match; the device check in both made it the
-/// largest program, and the verifier's time at start-up grows with that).
+/// evaluates to the empty-ring run the refill ended (0: none) and the weight its ring fill is
+/// to be filed with (0: not filed, see `HotSlot::fill_weight`).
+/// Counting only: what is done with the run, the fill and the device check is done once,
+/// after (the program is inlined into both arms of the match; the device check in both made
+/// it the largest program, and the verifier's time at start-up grows with that).
 macro_rules! count_refill {
     ($c:expr, $got:expr, $left:expr) => {{
         let c = $c;
         c.refill_calls += 1;
         let mut ended = 0;
+        // An empty refill is filed alone: it is the ring's exhaustion, which the record's
+        // state shows and the slow path that follows reads again.
+        let mut weight = 1;
         if $got == 0 {
             c.refill_empty += 1;
             c.empty_run += 1;
@@ -37,14 +41,25 @@ macro_rules! count_refill {
             c.empty_run = 0;
             // The refill moved `count + 1` pages: the cache now holds `count`, one returned.
             c.refill_pages += $left + 1;
+            let w = c.fill_weight;
+            if w == 0 || w >= FILE_FILL_EVERY || ended > 0 {
+                weight = if w == 0 { 1 } else { w };
+                c.fill_weight = 1;
+            } else {
+                weight = 0;
+                c.fill_weight = w + 1;
+            }
         }
-        ended
+        (ended, weight)
     }};
 }
 
 /// Counted in the CPU's slot, as the per-page hooks count (`pool::hot`): refills are light's
 /// most frequent event, and a hash lookup each was a fifth of its cost. The ring's state, its
-/// fill and the empty-ring run go to the pool's rare-event record: one lookup for the three.
+/// fill and the empty-ring run go to the pool's rare-event record (one lookup for the three),
+/// at an empty refill, at the end of a run of them, and at the first refill that took pages
+/// and every 8th after (`HotSlot::fill_weight`): at every refill, the lookup and the ring's
+/// reads were most of this program's time, the largest of `--detail light`.
 ///
 /// The pool's counts are found first: the verifier walks everything after a branch once per
 /// way it went, and the lookup is most of the program (see `recycle`).
@@ -53,19 +68,19 @@ fn on_refill_exit<R: PoolRead>(pool: u64, got: u64) {
     let Some(mut hot) = hot_unnamed(pool) else {
         return;
     };
-    let rare = record_state::<R>(pool, got == 0, Hist::Fill);
     let left = if got == 0 {
         0
     } else {
         R::field::<u32>(pool, config().offsets.pool_alloc_count).unwrap_or(0) as u64
     };
-    let ended_run = match &mut hot {
+    let (ended_run, fill_weight) = match &mut hot {
         Hot::Slot(s) => count_refill!(s, got, left),
         Hot::Entry(c) => count_refill!(c, got, left),
     };
-    // The run of empty refills ended: filed in the record `record_state` looked up.
-    if ended_run > 0 {
-        if let Some(r) = rare {
+    if fill_weight > 0 {
+        let rare = record_state::<R>(pool, got == 0, Hist::Fill, fill_weight);
+        // The run of empty refills ended: filed in the record `record_state` looked up.
+        if let (Some(r), true) = (rare, ended_run > 0) {
             file(r, Hist::EmptyRun, ended_run);
         }
     }
@@ -79,6 +94,10 @@ fn on_refill_exit<R: PoolRead>(pool: u64, got: u64) {
         touch_counters(pool);
     }
 }
+
+/// A refill that took pages files the ring's fill at this many such refills (see
+/// `HotSlot::fill_weight`).
+const FILE_FILL_EVERY: u64 = 8;
 
 #[kprobe]
 pub fn pp_refill_entry(ctx: ProbeContext) -> u32 {

@@ -28,7 +28,7 @@ fn on_slow_exit() {
     };
     c.slow_calls += 1;
     c.slow_ns_sum += elapsed;
-    if let Some(r) = record_state::<Probed>(f.pool, false, Hist::Fill) {
+    if let Some(r) = record_state::<Probed>(f.pool, false, Hist::Fill, 1) {
         file(r, Hist::Slow, elapsed);
     }
 }

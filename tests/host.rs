@@ -257,6 +257,17 @@ fn doctor_explains_this_kernel() {
     let hooks = v["hooks"].as_array().unwrap();
     let hook = |name: &str| hooks.iter().find(|h| h["hook"] == name).unwrap().clone();
     assert_eq!(hook("page_hold")["backend"], "tracepoint");
+    // This kernel refuses fentry but takes typed tracepoints: page_release loads as `tp_btf`
+    // (its pool's fields plain loads). A typed program the verifier refuses falls back to the
+    // raw one with the same figures, only dearer, so nothing else would tell (a change that
+    // computed with the typed pool pointer did, and only the benchmark noticed).
+    let release = hook("page_release");
+    assert!(
+        release["targets"].as_array().is_some_and(|t| t
+            .iter()
+            .any(|t| t.as_str().is_some_and(|t| t.ends_with("(tp_btf)")))),
+        "{release:#}"
+    );
     // What attaching it took, where a slow start went: this kernel (6.18) says how many
     // instructions its verifier walked.
     let load = &hook("page_hold")["load"];

@@ -272,11 +272,12 @@ pub struct PoolHot {
     pub fold_tail: u64,
 }
 
-/// The per-page counts of the pool this CPU saw last (allocations, fragment allocations,
-/// recycles, pages in and out, refills), in a per-CPU array slot: an array lookup the verifier inlines,
-/// instead of a hash lookup per page. NAPI keeps a queue's pool on one CPU, so the slot
-/// changes pools rarely; when it does, its counts are folded into the old pool's
-/// [`PoolHot`] and the slot starts again for the new one.
+/// The per-page counts of the pool this CPU saw last of those sharing a slot
+/// ([`HotSlot::index`]): allocations, fragment allocations, recycles, pages in and out,
+/// refills, in a per-CPU array: an array lookup the verifier inlines, instead of a hash
+/// lookup per page. NAPI keeps a queue's pool on one CPU, so a slot changes pools rarely;
+/// when it does, its counts are folded into the old pool's [`PoolHot`] and the slot starts
+/// again for the new one.
 ///
 /// A reader copies the slot while a fold may be changing it, so the fold is bracketed: it
 /// makes `seq_end` odd first, changes the counts and the pool, then writes the new `seq`
@@ -344,7 +345,28 @@ pub struct HotSlot {
     pub seq_end: u64,
 }
 
+/// Slots per CPU in `HOT_SLOT`. A CPU's NAPIs serve a few pools in turn (a NIC's queue and
+/// the one its acknowledgements come back on, a veth): with one slot, their refills (one in
+/// up to 64 pages, so mostly the first event of a pool in a poll) found it held by the other
+/// pool nearly every time, and paid the hash lookup and every 8th a fold (BENCHMARKS.md).
+pub const HOT_SLOTS: u32 = 4;
+
 impl HotSlot {
+    /// The slot of `pool` on every CPU (kernel and agent must agree). Pools are kmalloc'ed
+    /// objects, aligned to their size class, so the low bits say nothing: a multiplicative
+    /// hash takes the slot from the product's top bits, which every address bit below them
+    /// moves. Of the low 32 bits only: a typed program's pool is a pointer to the verifier,
+    /// which refuses arithmetic on it but takes its 32-bit copy as a number.
+    pub fn index(pool: u64) -> u32 {
+        Self::index_of_low_bits(pool as u32)
+    }
+
+    /// [`HotSlot::index`] from the address's low 32 bits (what a program has of a typed
+    /// pointer: ebpf `kmem::address_low_bits`).
+    pub fn index_of_low_bits(low: u32) -> u32 {
+        low.wrapping_mul(0x9E37_79B9) >> (32 - HOT_SLOTS.trailing_zeros())
+    }
+
     /// A copy of one whole state (not one taken while a fold was changing it).
     pub fn settled(&self) -> bool {
         self.seq == self.seq_end && self.seq.is_multiple_of(2)
@@ -787,6 +809,29 @@ mod pod {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pools kmalloc'ed side by side, in any size class a `struct page_pool` may fall in,
+    /// spread over every slot: none left idle, none holding more than twice its share.
+    #[test]
+    fn pools_side_by_side_spread_over_the_slots() {
+        for base in [
+            0xffff_8881_0000_0000u64,
+            0xffff_8881_234a_5000,
+            0xffff_9e3c_05c0_0000,
+        ] {
+            for size in [1024u64, 2048, 4096, 8192] {
+                let mut per_slot = [0u32; HOT_SLOTS as usize];
+                for i in 0..64 {
+                    per_slot[HotSlot::index(base + i * size) as usize] += 1;
+                }
+                let share = 64 / HOT_SLOTS;
+                assert!(
+                    per_slot.iter().all(|n| *n > share / 2 && *n < share * 2),
+                    "{base:#x} + i * {size}: {per_slot:?}"
+                );
+            }
+        }
+    }
 
     /// The buckets as the programs filled them before (a loop halving the shift), which the
     /// agent's percentiles read: the same for every value.

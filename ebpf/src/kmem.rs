@@ -57,6 +57,20 @@ fn rdonly_cast(obj: u64, btf_id: u32) -> u64 {
     }
 }
 
+/// The low 32 bits of a kernel address as a number the program may compute with. A typed
+/// program's pointer argument (fentry, fexit, `tp_btf`) is a pointer to the verifier, which
+/// refuses arithmetic on it ("math between trusted_ptr_ pointer and ... is not allowed", as
+/// LLVM computes `ptr as u32 * k` with a 64-bit multiply), but takes a 32-bit move of it as
+/// an unknown number when the loader may see kernel addresses (CAP_PERFMON, which tracing
+/// programs need anyway). So the move is written out; on a plain number it is a plain move.
+#[inline(always)]
+pub(crate) fn address_low_bits(addr: u64) -> u32 {
+    let low: u64;
+    // SAFETY: one register move, no memory touched.
+    unsafe { core::arch::asm!("w0 = w0", inout("r0") addr => low, options(pure, nomem, nostack)) };
+    low as u32
+}
+
 /// The 8 bytes at `addr`, anywhere in kernel memory (an element of an array of pointers the
 /// pool points to, such as its ring's queue), as one load: read as the alloc cache's first
 /// slot of a `struct page_pool` cast at `addr` less that slot's offset (the verifier checks

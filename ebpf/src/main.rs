@@ -21,6 +21,8 @@
 // no fetch_add, but the instruction exists (the build already runs with RUSTC_BOOTSTRAP=1).
 #![allow(internal_features)]
 #![feature(core_intrinsics)]
+// Inline assembly on the BPF target (one 32-bit move: `kmem::address_low_bits`).
+#![feature(asm_experimental_arch)]
 
 mod bench;
 mod frames;

@@ -6,17 +6,18 @@ use aya_ebpf::{
 };
 use ppscope_common::{
     site, site_stat, DeviceIdentity, DropKey, Frame, HotSlot, NapiHot, NapiSlot, PoolHot,
-    PoolIdentity, PoolRare, PoolTeardown, ReleaseMark, SiteStats, MAX_POOLS, NAPI_SLOTS,
+    PoolIdentity, PoolRare, PoolTeardown, ReleaseMark, SiteStats, HOT_SLOTS, MAX_POOLS, NAPI_SLOTS,
 };
 
 #[map]
 pub(crate) static POOL_COUNTERS: LruPerCpuHashMap<u64, PoolHot> =
     LruPerCpuHashMap::with_max_entries(MAX_POOLS, 0);
 
-/// The per-page and refill counts of the pool each CPU saw last (see `HotSlot`): those hooks
-/// count here, and fold into `POOL_COUNTERS` only when the CPU switches pools.
+/// The per-page and refill counts of the pool each CPU saw last, of those sharing a slot (see
+/// `HotSlot`, `HotSlot::index`): those hooks count here, and fold into `POOL_COUNTERS` only
+/// when a slot switches pools.
 #[map]
-pub(crate) static HOT_SLOT: PerCpuArray<HotSlot> = PerCpuArray::with_max_entries(1, 0);
+pub(crate) static HOT_SLOT: PerCpuArray<HotSlot> = PerCpuArray::with_max_entries(HOT_SLOTS, 0);
 
 /// Ring state and rare-event histograms per pool, shared by all CPUs (see `PoolRare`).
 #[map]

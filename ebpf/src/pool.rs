@@ -6,7 +6,10 @@ use ppscope_common::{
 
 use crate::{
     config,
-    kmem::{bucket_index, driver_name, now_ns, pool_netdev, read_field, read_word, PoolRead},
+    kmem::{
+        address_low_bits, bucket_index, driver_name, now_ns, pool_netdev, read_field, read_word,
+        PoolRead,
+    },
     maps::{
         HOT_SLOT, LAST_POOL_FREE, POOL_COUNTERS, POOL_IDENTITY, POOL_INSERTS, POOL_RARE,
         RELEASE_MARK, SITE_STATS, ZERO_COUNTERS, ZERO_RARE,
@@ -238,15 +241,15 @@ fn insert_counters(pool: u64) -> Option<&'static mut PoolHot> {
 
 /// Where a per-page count of a pool goes on this CPU.
 pub(crate) enum Hot {
-    /// The CPU's slot, which holds this pool (see `HotSlot`).
+    /// The pool's slot on the CPU, which holds this pool (see `HotSlot`).
     Slot(&'static mut HotSlot),
-    /// The pool's hash entry: the slot holds another pool (see `hot`), or is being switched
+    /// The pool's hash entry: its slot holds another pool (see `hot`), or is being switched
     /// by a program this one interrupted (a softirq during a recycle in process context).
     Entry(&'static mut PoolHot),
 }
 
-/// Where to count a page of `pool` on this CPU: the CPU's slot, switched to `pool` when it has
-/// held another pool for a while, else the pool's entry. None when the pool is not tracked (null, or filtered out by
+/// Where to count a page of `pool` on this CPU: the pool's slot (`HotSlot::index`: a few per
+/// CPU), switched to `pool` when it has held another pool for a while, else the pool's entry. None when the pool is not tracked (null, or filtered out by
 /// `--dev`). The hash lookup (and the identity read on first sight) happens only for an event
 /// of a pool the slot does not hold, once per program (it is inlined into every per-page program, whose size is what the
 /// verifier pays for at start-up).
@@ -269,7 +272,8 @@ pub(crate) fn hot_unnamed(pool: u64) -> Option<Hot> {
 #[inline(always)]
 fn hot_named<const NAMED: bool>(pool: u64) -> Option<Hot> {
     // SAFETY: this CPU's element of a per-CPU array; see above for nesting.
-    let s = unsafe { &mut *HOT_SLOT.get_ptr_mut(0)? };
+    let s =
+        unsafe { &mut *HOT_SLOT.get_ptr_mut(HotSlot::index_of_low_bits(address_low_bits(pool)))? };
     if s.pool == pool && pool != 0 {
         return Some(Hot::Slot(s));
     }

@@ -1,9 +1,9 @@
-//! The per-CPU slot of the pool each CPU saw last (`HotSlot`, `ebpf/src/pool.rs`): the
-//! per-page hooks count there and fold into the pool's hash entry only when the CPU switches
-//! pools. A pool's counts on a CPU are its hash entry plus the slot while the slot holds it.
-//! NAPI polls are counted the same way (`NapiSlot`, `ebpf/src/hooks/napi_poll.rs`), with a
-//! few slots per CPU, each instance always in the same one: what follows holds for each slot
-//! ([`Slot`]).
+//! The per-CPU slots of the pools each CPU saw last (`HotSlot`, `ebpf/src/pool.rs`): a few
+//! per CPU, each pool always in the same one (`HotSlot::index`). The per-page hooks count
+//! there and fold into the pool's hash entry only when the slot switches pools. A pool's
+//! counts on a CPU are its hash entry plus its slot while the slot holds it. NAPI polls are
+//! counted the same way (`NapiSlot`, `ebpf/src/hooks/napi_poll.rs`): what follows holds for
+//! each slot ([`Slot`]).
 //!
 //! The collection reads the slots, then the hash, then the slots again; a fold can run on any
 //! CPU meanwhile. [`fold`] adds exactly what the hash copy does not already hold, so a counter
@@ -18,7 +18,7 @@
 //!
 //! Copies taken while a fold was writing (`HotSlot::settled`, `PoolHot`'s `fold_head` /
 //! `fold_tail`) are taken again.
-use ppscope_common::{HotSlot, NapiHot, NapiSlot, PoolHot, NAPI_SLOTS};
+use ppscope_common::{HotSlot, NapiHot, NapiSlot, PoolHot, HOT_SLOTS, NAPI_SLOTS};
 
 /// A per-CPU slot and the hash entry its counts fold into: the per-page counts of a pool
 /// ([`HotSlot`] into [`PoolHot`]) and the polls of a NAPI instance ([`NapiSlot`] into
@@ -53,10 +53,10 @@ pub fn fold<S: Slot>(entry: &mut S::Entry, key: u64, before: &S, after: &S) {
 
 impl Slot for HotSlot {
     type Entry = PoolHot;
-    const SLOTS: u32 = 1;
+    const SLOTS: u32 = HOT_SLOTS;
 
-    fn index(_pool: u64) -> u32 {
-        0
+    fn index(pool: u64) -> u32 {
+        HotSlot::index(pool)
     }
 
     fn occupant(&self) -> u64 {

@@ -765,8 +765,10 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
             s,
             "From exec until ppscope says it is watching (BTF read, programs loaded and \
              attached, baseline sample taken), and until bpftrace's `BEGIN` runs (it runs once \
-             every probe is attached). Targets: ≤ 1 s on the host; in the VM lab (emulated \
-             CPUs), at most 1.5× bpftrace's start on the same hooks.\n"
+             every probe is attached). The tools take turns going first, after one start of \
+             each that is not counted (a first start reads the tool's files into a cold page \
+             cache). Targets: ≤ 1 s on the host; in the VM lab (emulated CPUs), at most 1.5× \
+             bpftrace's start on the same hooks.\n"
         );
         let _ = writeln!(s, "| where | tool | ms | target |");
         let _ = writeln!(s, "| --- | --- | ---: | --- |");

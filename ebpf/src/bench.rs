@@ -5,14 +5,75 @@
 //! entering and leaving a program, stats accounting included), which `cargo xtask bench`
 //! compares ppscope's bodies against. Only the bench helper (`xtask/src/bin/bench-probe.rs`)
 //! loads them; the product's attach plan never names them.
+//!
+//! Beside each empty program whose hook ppscope carries in one program, a counting one
+//! (`bench_c…`): one add to a per-CPU array slot, the least any program that counts per CPU
+//! costs on that hook (an array lookup the verifier inlines and a read-modify-write), which
+//! the benchmark shows next to ppscope's body: how much of the 1.25× budget counting at all
+//! takes before anything is counted per pool.
 
 use aya_ebpf::{
-    macros::{btf_tracepoint, fentry, fexit, kprobe, kretprobe, raw_tracepoint},
+    macros::{btf_tracepoint, fentry, fexit, kprobe, kretprobe, map, raw_tracepoint},
+    maps::PerCpuArray,
     programs::{
         BtfTracePointContext, FEntryContext, FExitContext, ProbeContext, RawTracePointContext,
         RetProbeContext,
     },
 };
+
+/// What the counting floors add to: one slot per CPU.
+#[map]
+static BENCH_COUNT: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+#[inline(always)]
+fn count_once() {
+    if let Some(n) = BENCH_COUNT.get_ptr_mut(0) {
+        // SAFETY: this CPU's slot of a per-CPU array.
+        unsafe { *n += 1 };
+    }
+}
+
+#[fentry]
+pub fn bench_cfe_alloc(_ctx: FEntryContext) -> u32 {
+    count_once();
+    0
+}
+
+#[fentry]
+pub fn bench_cfe_frag(_ctx: FEntryContext) -> u32 {
+    count_once();
+    0
+}
+
+#[fexit]
+pub fn bench_cfx_put(_ctx: FExitContext) -> u32 {
+    count_once();
+    0
+}
+
+#[kprobe]
+pub fn bench_ckp_alloc(_ctx: ProbeContext) -> u32 {
+    count_once();
+    0
+}
+
+#[kprobe]
+pub fn bench_ckp_frag(_ctx: ProbeContext) -> u32 {
+    count_once();
+    0
+}
+
+#[raw_tracepoint(tracepoint = "page_pool_state_hold")]
+pub fn bench_ctp_hold(_ctx: RawTracePointContext) -> i32 {
+    count_once();
+    0
+}
+
+#[btf_tracepoint(function = "page_pool_state_release")]
+pub fn bench_ctb_rel(_ctx: BtfTracePointContext) -> i32 {
+    count_once();
+    0
+}
 
 #[fentry]
 pub fn bench_fe_alloc(_ctx: FEntryContext) -> u32 {

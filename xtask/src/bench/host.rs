@@ -187,6 +187,9 @@ pub struct HookProgs {
     pub hook: &'static str,
     pub ours: &'static [&'static str],
     pub floor: &'static [&'static str],
+    /// One per-CPU count on the hook (`bench_c…` in `ebpf/src/bench.rs`), where ppscope's
+    /// body is one program.
+    pub counting: Option<&'static str>,
 }
 
 /// Kernel program names are cut to 15 bytes.
@@ -196,12 +199,14 @@ pub const HOOK_PROGS: &[HookProgs] = &[
         hook: "alloc",
         ours: &["fe_alloc"],
         floor: &["bench_fe_alloc"],
+        counting: Some("bench_cfe_alloc"),
     },
     HookProgs {
         backend: "fentry",
         hook: "alloc_frag",
         ours: &["fe_alloc_frag"],
         floor: &["bench_fe_frag"],
+        counting: Some("bench_cfe_frag"),
     },
     // fexit alone carries the recycle (it sees the arguments): set against an empty fexit.
     HookProgs {
@@ -209,30 +214,35 @@ pub const HOOK_PROGS: &[HookProgs] = &[
         hook: "recycle",
         ours: &["fx_put_exit"],
         floor: &["bench_fx_put"],
+        counting: Some("bench_cfx_put"),
     },
     HookProgs {
         backend: "kprobe",
         hook: "alloc",
         ours: &["pp_alloc"],
         floor: &["bench_kp_alloc"],
+        counting: Some("bench_ckp_alloc"),
     },
     HookProgs {
         backend: "kprobe",
         hook: "alloc_frag",
         ours: &["pp_alloc_frag"],
         floor: &["bench_kp_frag"],
+        counting: Some("bench_ckp_frag"),
     },
     HookProgs {
         backend: "kprobe",
         hook: "recycle",
         ours: &["pp_put_entry", "pp_put_exit"],
         floor: &["bench_kp_put", "bench_krp_put"],
+        counting: None,
     },
     HookProgs {
         backend: "tracepoint",
         hook: "page_hold",
         ours: &["tp_state_hold"],
         floor: &["bench_tp_hold"],
+        counting: Some("bench_ctp_hold"),
     },
     HookProgs {
         backend: "tracepoint",
@@ -241,6 +251,7 @@ pub const HOOK_PROGS: &[HookProgs] = &[
         // where a kernel refuses tracing programs.
         ours: &["tb_state_releas"],
         floor: &["bench_tb_releas"],
+        counting: Some("bench_ctb_rel"),
     },
 ];
 
@@ -344,13 +355,17 @@ pub fn light_cost_row(place: &str, windows: &[String], res: &mut Results) {
 /// Collects rows for `backend` from several windows of `bench-probe floor` output.
 pub fn cost_rows(place: &str, backend: &str, windows: &[String], res: &mut Results) {
     for h in HOOK_PROGS.iter().filter(|h| h.backend == backend) {
-        let (mut ours, mut floor, mut calls) = (Vec::new(), Vec::new(), 0u64);
+        let (mut ours, mut floor, mut counting, mut calls) =
+            (Vec::new(), Vec::new(), Vec::new(), 0u64);
         for w in windows {
             let m = parse_prog_lines(w);
             if let (Some((c, o)), Some((_, f))) = (per_call(&m, h.ours), per_call(&m, h.floor)) {
                 ours.push(o);
                 floor.push(f);
                 calls += c;
+                if let Some((_, n)) = h.counting.and_then(|n| per_call(&m, &[n])) {
+                    counting.push(n);
+                }
             }
         }
         match (Spread::of(&ours), Spread::of(&floor)) {
@@ -361,6 +376,7 @@ pub fn cost_rows(place: &str, backend: &str, windows: &[String], res: &mut Resul
                 calls,
                 ours: o,
                 floor: f,
+                counting: Spread::of(&counting),
             }),
             _ => res.probe_cost_notes.push(format!(
                 "{place}, {backend}, {}: no calls seen by both ppscope ({}) and the floor ({}) — the hook did not fire or did not attach",

@@ -163,6 +163,7 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
             Err(e) => println!("floor-missing drops {e:#}"),
         }
     }
+    counting_floors(&mut ebpf, backend, &syms);
     match backend {
         "fentry" | "kprobe" | "light" => {}
         "tracepoint" => {
@@ -228,6 +229,65 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
     }
     drop(stats);
     Ok(())
+}
+
+/// Beside the empty programs, one per-CPU count on each hook ppscope carries in one program
+/// (`ebpf/src/bench.rs`): "floor-attached count …" or "floor-missing count …" lines; the
+/// benchmark reads them by their names' run times, so a missing one only leaves a column
+/// blank.
+fn counting_floors(ebpf: &mut Ebpf, backend: &str, syms: &str) {
+    let btf = Btf::from_sys_fs().ok();
+    let mut attach = |prog: &str, how: &str| -> Result<()> {
+        let btf = btf.as_ref();
+        match (backend, how) {
+            ("fentry", "fentry") => {
+                let sym = first_present(syms, if prog.ends_with("alloc") { ALLOC } else { FRAG })
+                    .context("not in kallsyms")?;
+                let p: &mut FEntry = ebpf.program_mut(prog).context("prog")?.try_into()?;
+                p.load(sym, btf.context("no vmlinux BTF")?)?;
+                p.attach()?;
+            }
+            ("fentry", "fexit") => {
+                let sym = first_present(syms, PUT).context("not in kallsyms")?;
+                let p: &mut FExit = ebpf.program_mut(prog).context("prog")?.try_into()?;
+                p.load(sym, btf.context("no vmlinux BTF")?)?;
+                p.attach()?;
+            }
+            ("kprobe", "kprobe") => {
+                let sym = first_present(syms, if prog.ends_with("alloc") { ALLOC } else { FRAG })
+                    .context("not in kallsyms")?;
+                let p: &mut KProbe = ebpf.program_mut(prog).context("prog")?.try_into()?;
+                p.load()?;
+                p.attach(sym, 0)?;
+            }
+            ("tracepoint", "raw") => {
+                let p: &mut RawTracePoint = ebpf.program_mut(prog).context("prog")?.try_into()?;
+                p.load()?;
+                p.attach("page_pool_state_hold")?;
+            }
+            ("tracepoint", "tp_btf") => {
+                let p: &mut BtfTracePoint = ebpf.program_mut(prog).context("prog")?.try_into()?;
+                p.load("page_pool_state_release", btf.context("no vmlinux BTF")?)?;
+                p.attach()?;
+            }
+            _ => return Ok(()),
+        }
+        println!("floor-attached count {prog}");
+        Ok(())
+    };
+    for (prog, how) in [
+        ("bench_cfe_alloc", "fentry"),
+        ("bench_cfe_frag", "fentry"),
+        ("bench_cfx_put", "fexit"),
+        ("bench_ckp_alloc", "kprobe"),
+        ("bench_ckp_frag", "kprobe"),
+        ("bench_ctp_hold", "raw"),
+        ("bench_ctb_rel", "tp_btf"),
+    ] {
+        if let Err(e) = attach(prog, how) {
+            println!("floor-missing count {prog} {e:#}");
+        }
+    }
 }
 
 fn xdp(object: &str, devs: &[String]) -> Result<()> {

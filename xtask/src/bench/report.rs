@@ -155,7 +155,10 @@ const PROBE_COST_WHY: &str = "\
   allows, before anything is counted per pool. A per-pool, per-CPU count needs at least that
   lookup; what ppscope adds above it (the pool's slot and its compare, the device check's
   pace, and on `page_release` the ring's reads, 2–3 ns of it by a build without them) is
-  4–16 ns a page on this host.
+  4–16 ns a page on this host. In the VM lab the same one-add program came out at 1.07–1.21×
+  on fentry `alloc` and 1.70–1.74× on fentry `alloc` and `alloc_frag` in two runs of the same
+  tree, above ppscope's whole body in the second: under TCG a ratio to the empty program
+  moves by more than the 0.25 the target allows.
 - `alloc`, `alloc_frag`: the body is the pool's slot (`HOT_SLOT`, an array lookup the
   verifier inlines, a compare, an increment); the pool's hash entry is looked up only when
   the CPU switches pools (`ebpf/src/pool.rs`). What is left is a few dozen instructions over
@@ -211,7 +214,8 @@ const PROBE_COST_WHY: &str = "\
   leave no recycle hook a backend: `--detail light` (the default of `agent` and `top`) and
   `--backend tracepoint`, as this benchmark's `diagnose` runs here
   (`ProbeConfig::feed_recycles`, fixed before load, so the verifier drops that code: 3,606
-  instructions walked instead of 3,641 with it, 3,928 before). On this host, binaries in
+  instructions walked instead of 3,641 with it, 3,928 before; 3,626 and 3,661 since the
+  pool's slot is picked by its address). On this host, binaries in
   turn (single runs of `--only probe-cost --no-vm`, ns a run): with them 50, 48 and 47;
   with them cut out by hand 45 and 47; without them by the config 43 and 45 (the empty
   program 28–30 throughout). `--backend auto` on a host that refuses fentry and kprobes
@@ -273,6 +277,20 @@ const PROBE_COST_WHY: &str = "\
   260–830 µs a run in three runs), more than any one change to the body moved it. What is
   left of `fx_refill` is the slot, the record's lookup and the ring's reads; pinning light's
   ratio to a few hundredths needs a host that runs the lab under KVM, or many more rounds.
+  Since 2026-12-04 a refill that took pages reads the ring and looks the record up only at
+  the first, every 8th after and when it ends a run of empty refills, filing the fill with
+  the weight of the refills it stands for (`HotSlot::fill_weight`; a VM test checks the
+  distribution's samples against the events within 16 a CPU and pool), and each CPU has
+  four slots, a pool always in the same one (`HotSlot::index`), so pools whose NAPIs share a
+  CPU stop taking the slot from each other at their refills. `fx_refill` a run in the VM
+  lab, ns a run, single runs of `--only probe-cost`: before both 6,215 (a full run); with the
+  sampling 5,133 and 5,130; with both 4,599, 11,234 and 5,339 (light 0.16×, 0.32×, 0.23×). In
+  the run at 0.32× light's windows grew slower one after the other (`fx_refill` 4.6, 9.2,
+  20.4 µs a run; `page_release` 2.7, 21, 41 µs) while the same program in the full windows
+  between them stayed at 3.8–4.7 µs and the empty fexit beside it at 0.6–0.7 µs: under TCG a
+  program that touches pages nothing else touches often (light has no per-page program to
+  keep the maps' and the pool's pages in the emulator's TLB) pays for the emulator, not for
+  its instructions.
 ";
 
 /// Where start-up goes in the VM lab (measured with timers around each phase in the guest).

@@ -350,6 +350,8 @@ pub struct HotSlot {
 /// up to 64 pages, so mostly the first event of a pool in a poll) found it held by the other
 /// pool nearly every time, and paid the hash lookup and every 8th a fold (BENCHMARKS.md).
 pub const HOT_SLOTS: u32 = 4;
+// `HotSlot::index` takes the slot from the hash's top bits: a power of two, and more than one.
+const _: () = assert!(HOT_SLOTS.is_power_of_two() && HOT_SLOTS > 1);
 
 impl HotSlot {
     /// The slot of `pool` on every CPU (kernel and agent must agree). Pools are kmalloc'ed

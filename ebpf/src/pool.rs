@@ -176,7 +176,7 @@ pub(crate) fn refresh_device(pool: u64) {
     }
 }
 
-/// Marks the pool's entry recently used. While the CPU's slot holds a pool nothing else looks
+/// Marks the pool's entry recently used. While its slot on a CPU holds a pool nothing else looks
 /// its entry up, and the LRU would take the busiest pool for the coldest when the map is full:
 /// the slot's users call this now and then (the allocation every 64th page, refill and
 /// `page_hold` with their device check: about once a second while the pool moves).
@@ -362,9 +362,11 @@ pub(crate) use put;
 /// Folds the slot's counts into its pool's hash entry (bracketed by `fold_tail` and
 /// `fold_head`), ends the pool's ring-full run, parks its empty-ring run in the entry (a run
 /// of refills that found the ring empty goes on across another pool's activity on this CPU,
-/// as it did when refills counted in the entry), and gives the slot to `pool`, whose parked
-/// run it takes up. An old entry the LRU evicted while the slot held its pool is made again
-/// with the slot's counts (the agent takes the drop for a restart), not lost.
+/// as it did when refills counted in the entry), parks what goes with a pool (its device
+/// check's pace and time, the weight of its next refill fill: `HotSlot`), and gives the slot
+/// to `pool`, whose parked run and pace it takes up. An old entry the LRU evicted while the
+/// slot held its pool is made again with the slot's counts (the agent takes the drop for a
+/// restart), not lost.
 #[inline(always)]
 fn switch_slot(s: &mut HotSlot, pool: u64, new: &mut PoolHot) {
     let seq = s.seq;

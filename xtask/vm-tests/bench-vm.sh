@@ -212,6 +212,7 @@ start_once() {
             command -v bpftrace >/dev/null || return 0
             # shellcheck disable=SC2086 # the script's path and its arguments
             set -- bpftrace-ready bpftrace $BT_SCRIPT ;;
+        *) echo "tool-error startup-$tool no such tool in bench-vm.sh"; return 0 ;;
     esac
     /lab/bench-probe startup 120 "$@" 2>&1 |
         awk -v t="$tool" '/startup-ms/ { print "startup " t " " $2 } /bench-probe:/ { print "tool-error startup-" t " " $0 }'

@@ -196,18 +196,28 @@ impl PoolProfile {
     }
 }
 
-/// One step between counters `a` and the later `b`, on `basis`.
-fn step_of(a: &ProfileCounters, b: &ProfileCounters, basis: ProfileBasis) -> Step {
-    step_of_delta(&b.since(a), a.ring_fill, basis)
+/// One step between counters `a` and the later `b`, on `basis` (`owed`: see
+/// [`step_of_delta`]).
+fn step_of(a: &ProfileCounters, b: &ProfileCounters, basis: ProfileBasis, owed: &mut i64) -> Step {
+    step_of_delta(&b.since(a), a.ring_fill, basis, owed)
 }
 
 /// One step from what changed over it (`d`, whose `ring_fill` is the fill at its end) and the
 /// ring's fill at its start, on `basis`: the one rule for full samples and a live window's
-/// deltas (`crate::advice::window`).
+/// deltas (`crate::advice::window`), which call it for a pool's steps in order with one
+/// `owed`, starting at 0.
+///
+/// The fill is the one the pool's last filed event read (`PoolRare::state`), and a refill
+/// that took pages files it at one refill in 8 per CPU (`HotSlot::fill_weight`): a reading
+/// may be older than refills the step already counts, and the step's books then come out
+/// below zero. The shortfall is owed by the next steps rather than dropped, so the steps
+/// still add up to what the ring's books say went in over the whole window; a step's share
+/// is placed in time to within those refills.
 pub(crate) fn step_of_delta(
     d: &ProfileCounters,
     fill_before: Option<u32>,
     basis: ProfileBasis,
+    owed: &mut i64,
 ) -> Step {
     match basis {
         ProfileBasis::Pages => Step {
@@ -220,7 +230,10 @@ pub(crate) fn step_of_delta(
             // Without a fill reading on both sides, the refills' pages are all we know went in.
             let into_ring = match (fill_before, d.ring_fill) {
                 (Some(before), Some(after)) => {
-                    (i64::from(after) - i64::from(before) + d.refill_pages as i64).max(0) as u64
+                    let books =
+                        i64::from(after) - i64::from(before) + d.refill_pages as i64 - *owed;
+                    *owed = (-books).max(0);
+                    books.max(0) as u64
                 }
                 _ => d.refill_pages,
             };
@@ -259,13 +272,14 @@ pub fn profiles(samples: &[RawSample], basis: ProfileBasis) -> Vec<PoolProfile> 
             // What the steps add up to: a counter that went backwards (the pool was evicted
             // and seen again) counts on both sides, as in the steps the simulator replays.
             let mut measured = zero;
+            let mut owed = 0;
             let steps = samples
                 .windows(2)
                 .map(|w| {
                     let a = counters(&w[0], addr).unwrap_or(zero);
                     let b = counters(&w[1], addr).unwrap_or(a);
                     measured = measured.plus(&b.since(&a));
-                    step_of(&a, &b, basis)
+                    step_of(&a, &b, basis, &mut owed)
                 })
                 .collect();
             if !measured.moved(basis) {
@@ -301,6 +315,42 @@ mod tests {
             },
         );
         s
+    }
+
+    /// A fill reading older than refills its step already counts (a refill that took pages
+    /// files the fill at one in 8): that step's books come out below zero, and the next step
+    /// owes the shortfall, so the steps add up to the ring's books over the window instead
+    /// of overstating them by it.
+    #[test]
+    fn a_step_whose_books_go_below_zero_leaves_the_shortfall_to_the_next() {
+        let step = |refill_pages, after, before, owed: &mut i64| {
+            let d = ProfileCounters {
+                refill_pages,
+                ring_fill: Some(after),
+                ..Default::default()
+            };
+            step_of_delta(&d, Some(before), ProfileBasis::Refills, owed).ring_frees
+        };
+        let mut owed = 0;
+        // 100 → 40 with no refill counted: the refills that emptied it come in the next step.
+        assert_eq!(step(0, 40, 100, &mut owed), 0);
+        assert_eq!(owed, 60);
+        // The ring's books over both steps: 40 - 100 + 128 = 68, all in the second.
+        assert_eq!(step(128, 40, 40, &mut owed), 68);
+        assert_eq!(owed, 0);
+        // A step with more than it owes keeps the rest; one without fill readings owes
+        // nothing new.
+        let mut owed = 10;
+        assert_eq!(step(64, 0, 0, &mut owed), 54);
+        let d = ProfileCounters {
+            refill_pages: 64,
+            ..Default::default()
+        };
+        assert_eq!(
+            step_of_delta(&d, None, ProfileBasis::Refills, &mut owed).ring_frees,
+            64
+        );
+        assert_eq!(owed, 0);
     }
 
     #[test]

@@ -300,9 +300,9 @@ impl AdviceWindow {
                 }
                 let mut steps = vec![Step::default(); (t.start - first) as usize];
                 steps.reserve(t.steps.len());
-                let mut fill = t.first_fill;
+                let (mut fill, mut owed) = (t.first_fill, 0);
                 for d in t.deltas() {
-                    steps.push(step_of_delta(&d, fill, basis));
+                    steps.push(step_of_delta(&d, fill, basis, &mut owed));
                     fill = d.ring_fill;
                 }
                 Some(PoolProfile::new(

@@ -160,8 +160,9 @@ pub fn teardown_view(
 }
 
 /// The burst profile over the interval. A distribution is None where no hook feeds it, and has
-/// no samples where its hook saw none (measured: none). Ring fill is recorded at refills, slow
-/// paths and releases; its log2 bucket edges are capped at the ring's size (a full ring of 256
+/// no samples where its hook saw none (measured: none). Ring fill is recorded at slow paths,
+/// releases and empty refills, and at one refill that took pages in 8 per pool and CPU,
+/// weighted by the refills it stands for (`HotSlot::fill_weight`); its log2 bucket edges are capped at the ring's size (a full ring of 256
 /// is "at most 256", not "below 512"). Most releases into a full ring were only counted
 /// (`release_full`): their fill is the ring's size, so without it (the pool's identity
 /// unread) they are left out.

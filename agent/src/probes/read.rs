@@ -222,7 +222,7 @@ impl Probes {
 /// stores, so a second copy is almost always whole; past this the last copy is used.
 const SETTLE_TRIES: usize = 32;
 
-/// Every key's per-CPU entries of a slotted hash map, each with what its CPU's slot holds
+/// Every key's per-CPU entries of a slotted hash map, each with what the key's slot on its CPU holds
 /// for the key folded in. The slots, the hash, the slots again: see `hot_slot` for why in
 /// this order. A hash copy that caught a fold is only right between slot copies taken around
 /// it, so the three are read again together.

@@ -22,7 +22,7 @@ use crate::{
 
 /// Runs per page while the ring is full (a ring-full churn): the ring's state is read as the
 /// program can read the pool (`R`). A release into a ring full to its producers, after the
-/// first of the slot's occupancy, is counted in the CPU's slot (`release_full`: its fill is the
+/// first of the slot's occupancy, is counted in the pool's slot (`release_full`: its fill is the
 /// ring's size, which the agent's model adds to the distribution) instead of filed in the
 /// pool's record: the record's lookup and its atomic add were more than half of this
 /// program's time on the development host (`xtask/src/bench/report.rs`). Every 64th is filed

@@ -19,7 +19,7 @@ use crate::{
     },
 };
 
-/// Counts one refill in `$c` (the CPU's slot or the pool's entry: both have the fields), and
+/// Counts one refill in `$c` (the pool's slot or its entry: both have the fields), and
 /// evaluates to the empty-ring run the refill ended (0: none) and the weight its ring fill is
 /// to be filed with (0: not filed, see `HotSlot::fill_weight`).
 /// Counting only: what is done with the run, the fill and the device check is done once,
@@ -54,7 +54,7 @@ macro_rules! count_refill {
     }};
 }
 
-/// Counted in the CPU's slot, as the per-page hooks count (`pool::hot`): refills are light's
+/// Counted in the pool's slot, as the per-page hooks count (`pool::hot`): refills are light's
 /// most frequent event, and a hash lookup each was a fifth of its cost. The ring's state, its
 /// fill and the empty-ring run go to the pool's rare-event record (one lookup for the three),
 /// at an empty refill, at the end of a run of them, and at the first refill that took pages

@@ -155,13 +155,13 @@ const PROBE_COST_WHY: &str = "\
   allows, before anything is counted per pool. A per-pool, per-CPU count needs at least that
   lookup; what ppscope adds above it (the pool's slot and its compare, the device check's
   pace, and on `page_release` the ring's reads, 2–3 ns of it by a build without them) is
-  4–16 ns a page on this host. In the VM lab the same one-add program came out at 1.07–1.21×
-  on fentry `alloc` and 1.70–1.74× on fentry `alloc` and `alloc_frag` in two runs of the same
-  tree, above ppscope's whole body in the second: under TCG a ratio to the empty program
+  4–16 ns a page on this host. In the VM lab the same one-add program on fentry `alloc` and
+  `alloc_frag` came out at 1.21× and 1.07× in one run and 1.70× and 1.74× in the next, of the
+  same tree, above ppscope's whole body in the second: under TCG a ratio to the empty program
   moves by more than the 0.25 the target allows.
 - `alloc`, `alloc_frag`: the body is the pool's slot (`HOT_SLOT`, an array lookup the
   verifier inlines, a compare, an increment); the pool's hash entry is looked up only when
-  the CPU switches pools (`ebpf/src/pool.rs`). What is left is a few dozen instructions over
+  the slot switches pools (`ebpf/src/pool.rs`). What is left is a few dozen instructions over
   the floor; under TCG single runs move the ratio by ±0.15 (the quick runs of this tree gave
   1.13–1.32× for the same program), so a miss by less than that is not a finding.
 - `recycle`: one fexit on fentry; where the page went is learnt after the call. A page that

@@ -71,10 +71,11 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
     let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime)
         .context("BPF_ENABLE_STATS refused: no run-time figures")?;
     let syms = kallsyms();
+    // Parsed once: every typed floor needs it, and under TCG a parse takes seconds.
+    let btf = Btf::from_sys_fs().ok();
     let mut attached = 0;
     match backend {
         "fentry" | "kprobe" | "light" => {
-            let btf = Btf::from_sys_fs().ok();
             for (names, hook, progs) in [
                 (ALLOC, "alloc", ["bench_fe_alloc", "", "bench_kp_alloc", ""]),
                 (
@@ -133,7 +134,6 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
         other => bail!("unknown backend {other} (fentry, kprobe, tracepoint, light)"),
     }
     if backend == "light" {
-        let btf = Btf::from_sys_fs().ok();
         let r: Result<()> = (|| {
             let sym = first_present(&syms, REFILL).context("refill not in kallsyms")?;
             let btf = btf.as_ref().context("no vmlinux BTF")?;
@@ -163,7 +163,7 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
             Err(e) => println!("floor-missing drops {e:#}"),
         }
     }
-    counting_floors(&mut ebpf, backend, &syms);
+    counting_floors(&mut ebpf, backend, &syms, btf.as_ref());
     match backend {
         "fentry" | "kprobe" | "light" => {}
         "tracepoint" => {
@@ -192,12 +192,12 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
             }
             // ppscope's page_release runs as tp_btf where the kernel allows it: its floor too.
             let r: Result<()> = (|| {
-                let btf = Btf::from_sys_fs().context("no vmlinux BTF")?;
+                let btf = btf.as_ref().context("no vmlinux BTF")?;
                 let p: &mut BtfTracePoint = ebpf
                     .program_mut("bench_tb_release")
                     .context("prog")?
                     .try_into()?;
-                p.load("page_pool_state_release", &btf)?;
+                p.load("page_pool_state_release", btf)?;
                 p.attach()?;
                 Ok(())
             })();
@@ -235,10 +235,8 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
 /// (`ebpf/src/bench.rs`): "floor-attached count …" or "floor-missing count …" lines; the
 /// benchmark reads them by their names' run times, so a missing one only leaves a column
 /// blank.
-fn counting_floors(ebpf: &mut Ebpf, backend: &str, syms: &str) {
-    let btf = Btf::from_sys_fs().ok();
+fn counting_floors(ebpf: &mut Ebpf, backend: &str, syms: &str, btf: Option<&Btf>) {
     let mut attach = |prog: &str, how: &str| -> Result<()> {
-        let btf = btf.as_ref();
         match (backend, how) {
             ("fentry", "fentry") => {
                 let sym = first_present(syms, if prog.ends_with("alloc") { ALLOC } else { FRAG })

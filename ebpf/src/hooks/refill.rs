@@ -20,9 +20,9 @@ use crate::{
 };
 
 /// Counts one refill in `$c` (the pool's slot or its entry: both have the fields).
-/// Counting only: what is done with the run, the fill and the device check is done once,
-/// after (the program is inlined into both arms of the match; the device check in both made
-/// it the largest program, and the verifier's time at start-up grows with that).
+/// Counting only: the filing is decided before (`fill_weight!`) and the device check made
+/// once after (the macro is inlined into both arms of the match; the device check in both
+/// made it the largest program, and the verifier's time at start-up grows with that).
 macro_rules! count_refill {
     ($c:expr, $got:expr, $left:expr) => {{
         let c = $c;

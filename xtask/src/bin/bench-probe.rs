@@ -76,12 +76,28 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
     let mut attached = 0;
     match backend {
         "fentry" | "kprobe" | "light" => {
-            for (names, hook, progs) in [
-                (ALLOC, "alloc", ["bench_fe_alloc", "", "bench_kp_alloc", ""]),
+            // Per hook: its empty programs, fentry and fexit or kprobe and kretprobe ("": none),
+            // and its counting programs (one add, `ebpf/src/bench.rs`), typed and kprobe, each
+            // where ppscope's one program sits (the recycle's fexit); none under light, whose
+            // windows time ppscope against the empty programs alone.
+            for (names, hook, progs, counting) in [
+                (
+                    ALLOC,
+                    "alloc",
+                    ["bench_fe_alloc", "", "bench_kp_alloc", ""],
+                    [
+                        Some(On::Fentry("bench_cfe_alloc")),
+                        Some(On::Kprobe("bench_ckp_alloc")),
+                    ],
+                ),
                 (
                     FRAG,
                     "alloc_frag",
                     ["bench_fe_frag", "", "bench_kp_frag", ""],
+                    [
+                        Some(On::Fentry("bench_cfe_frag")),
+                        Some(On::Kprobe("bench_ckp_frag")),
+                    ],
                 ),
                 (
                     PUT,
@@ -92,35 +108,23 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
                         "bench_kp_put",
                         "bench_krp_put",
                     ],
+                    [Some(On::Fexit("bench_cfx_put")), None],
                 ),
             ] {
                 let Some(sym) = first_present(&syms, names) else {
                     println!("floor-missing {hook} not in kallsyms");
                     continue;
                 };
-                let r: Result<()> = (|| {
-                    if backend != "kprobe" {
-                        let btf = btf.as_ref().context("no vmlinux BTF")?;
-                        let p: &mut FEntry =
-                            ebpf.program_mut(progs[0]).context("prog")?.try_into()?;
-                        p.load(sym, btf)?;
-                        p.attach()?;
-                        if !progs[1].is_empty() {
-                            let p: &mut FExit =
-                                ebpf.program_mut(progs[1]).context("prog")?.try_into()?;
-                            p.load(sym, btf)?;
-                            p.attach()?;
-                        }
-                    } else {
-                        for name in [progs[2], progs[3]].into_iter().filter(|n| !n.is_empty()) {
-                            let p: &mut KProbe =
-                                ebpf.program_mut(name).context("prog")?.try_into()?;
-                            p.load()?;
-                            p.attach(sym, 0)?;
-                        }
-                    }
-                    Ok(())
-                })();
+                let typed = backend != "kprobe";
+                let empty = if typed {
+                    [On::Fentry(progs[0]), On::Fexit(progs[1])]
+                } else {
+                    [On::Kprobe(progs[2]), On::Kprobe(progs[3])]
+                };
+                let r: Result<()> = empty
+                    .into_iter()
+                    .filter(|on| !on.prog().is_empty())
+                    .try_for_each(|on| attach_on(&mut ebpf, on, sym, btf.as_ref()));
                 match r {
                     Ok(()) => {
                         attached += 1;
@@ -128,88 +132,62 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
                     }
                     Err(e) => println!("floor-missing {hook} {e:#}"),
                 }
+                if let (Some(on), false) = (counting[usize::from(!typed)], backend == "light") {
+                    attach_counting(&mut ebpf, on, sym, btf.as_ref());
+                }
             }
         }
         "tracepoint" => {}
         other => bail!("unknown backend {other} (fentry, kprobe, tracepoint, light)"),
     }
     if backend == "light" {
-        let r: Result<()> = (|| {
-            let sym = first_present(&syms, REFILL).context("refill not in kallsyms")?;
-            let btf = btf.as_ref().context("no vmlinux BTF")?;
-            let p: &mut FExit = ebpf
-                .program_mut("bench_fx_refill")
-                .context("prog")?
-                .try_into()?;
-            p.load(sym, btf)?;
-            p.attach()?;
-            Ok(())
-        })();
+        let r = first_present(&syms, REFILL)
+            .context("refill not in kallsyms")
+            .and_then(|sym| attach_on(&mut ebpf, On::Fexit("bench_fx_refill"), sym, btf.as_ref()));
         match r {
             Ok(()) => println!("floor-attached refill page_pool_refill_alloc_cache"),
             Err(e) => println!("floor-missing refill {e:#}"),
         }
-        let r: Result<()> = (|| {
-            let p: &mut RawTracePoint = ebpf
-                .program_mut("bench_tp_drops")
-                .context("prog")?
-                .try_into()?;
-            p.load()?;
-            p.attach("kfree_skb")?;
-            Ok(())
-        })();
-        match r {
+        match attach_on(&mut ebpf, On::Raw("bench_tp_drops"), "kfree_skb", None) {
             Ok(()) => println!("floor-attached drops kfree_skb"),
             Err(e) => println!("floor-missing drops {e:#}"),
         }
     }
-    counting_floors(&mut ebpf, backend, &syms, btf.as_ref());
-    match backend {
-        "fentry" | "kprobe" | "light" => {}
-        "tracepoint" => {
-            for (prog, tp, hook) in [
-                ("bench_tp_hold", "page_pool_state_hold", "page_hold"),
-                (
-                    "bench_tp_release",
-                    "page_pool_state_release",
-                    "page_release",
-                ),
-            ] {
-                let r: Result<()> = (|| {
-                    let p: &mut RawTracePoint =
-                        ebpf.program_mut(prog).context("prog")?.try_into()?;
-                    p.load()?;
-                    p.attach(tp)?;
-                    Ok(())
-                })();
-                match r {
-                    Ok(()) => {
-                        attached += 1;
-                        println!("floor-attached {hook} {tp}");
-                    }
-                    Err(e) => println!("floor-missing {hook} {e:#}"),
-                }
-            }
-            // ppscope's page_release runs as tp_btf where the kernel allows it: its floor too.
-            let r: Result<()> = (|| {
-                let btf = btf.as_ref().context("no vmlinux BTF")?;
-                let p: &mut BtfTracePoint = ebpf
-                    .program_mut("bench_tb_release")
-                    .context("prog")?
-                    .try_into()?;
-                p.load("page_pool_state_release", btf)?;
-                p.attach()?;
-                Ok(())
-            })();
-            match r {
+    if backend == "tracepoint" {
+        // ppscope's page_release runs as tp_btf where the kernel allows it: its floor and its
+        // counting program too, beside the raw floor.
+        for (on, tp, hook, tail, counting) in [
+            (
+                On::Raw("bench_tp_hold"),
+                "page_pool_state_hold",
+                "page_hold",
+                "",
+                On::Raw("bench_ctp_hold"),
+            ),
+            (
+                On::Raw("bench_tp_release"),
+                "page_pool_state_release",
+                "page_release",
+                "",
+                On::TpBtf("bench_ctb_rel"),
+            ),
+            (
+                On::TpBtf("bench_tb_release"),
+                "page_pool_state_release",
+                "page_release",
+                " (tp_btf)",
+                On::None,
+            ),
+        ] {
+            match attach_on(&mut ebpf, on, tp, btf.as_ref()) {
                 Ok(()) => {
                     attached += 1;
-                    println!("floor-attached page_release page_pool_state_release (tp_btf)");
+                    println!("floor-attached {hook} {tp}{tail}");
                 }
-                Err(e) => println!("floor-missing page_release (tp_btf) {e:#}"),
+                Err(e) => println!("floor-missing {hook}{tail} {e:#}"),
             }
+            attach_counting(&mut ebpf, counting, tp, btf.as_ref());
         }
-        _ => {}
     }
     if attached == 0 {
         bail!("no empty program could be attached with {backend}");
@@ -231,60 +209,77 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
     Ok(())
 }
 
-/// Beside the empty programs, one per-CPU count on each hook ppscope carries in one program
-/// (`ebpf/src/bench.rs`): "floor-attached count …" or "floor-missing count …" lines; the
-/// benchmark reads them by their names' run times, so a missing one only leaves a column
-/// blank.
-fn counting_floors(ebpf: &mut Ebpf, backend: &str, syms: &str, btf: Option<&Btf>) {
-    let mut attach = |prog: &str, how: &str| -> Result<()> {
-        match (backend, how) {
-            ("fentry", "fentry") => {
-                let sym = first_present(syms, if prog.ends_with("alloc") { ALLOC } else { FRAG })
-                    .context("not in kallsyms")?;
-                let p: &mut FEntry = ebpf.program_mut(prog).context("prog")?.try_into()?;
-                p.load(sym, btf.context("no vmlinux BTF")?)?;
-                p.attach()?;
-            }
-            ("fentry", "fexit") => {
-                let sym = first_present(syms, PUT).context("not in kallsyms")?;
-                let p: &mut FExit = ebpf.program_mut(prog).context("prog")?.try_into()?;
-                p.load(sym, btf.context("no vmlinux BTF")?)?;
-                p.attach()?;
-            }
-            ("kprobe", "kprobe") => {
-                let sym = first_present(syms, if prog.ends_with("alloc") { ALLOC } else { FRAG })
-                    .context("not in kallsyms")?;
-                let p: &mut KProbe = ebpf.program_mut(prog).context("prog")?.try_into()?;
-                p.load()?;
-                p.attach(sym, 0)?;
-            }
-            ("tracepoint", "raw") => {
-                let p: &mut RawTracePoint = ebpf.program_mut(prog).context("prog")?.try_into()?;
-                p.load()?;
-                p.attach("page_pool_state_hold")?;
-            }
-            ("tracepoint", "tp_btf") => {
-                let p: &mut BtfTracePoint = ebpf.program_mut(prog).context("prog")?.try_into()?;
-                p.load("page_pool_state_release", btf.context("no vmlinux BTF")?)?;
-                p.attach()?;
-            }
-            _ => return Ok(()),
+/// A program of the object and how it attaches (`None`: no program).
+#[derive(Clone, Copy)]
+enum On<'a> {
+    Fentry(&'a str),
+    Fexit(&'a str),
+    Kprobe(&'a str),
+    Raw(&'a str),
+    TpBtf(&'a str),
+    None,
+}
+
+impl On<'_> {
+    fn prog(&self) -> &str {
+        match *self {
+            On::Fentry(p) | On::Fexit(p) | On::Kprobe(p) | On::Raw(p) | On::TpBtf(p) => p,
+            On::None => "",
         }
-        println!("floor-attached count {prog}");
-        Ok(())
-    };
-    for (prog, how) in [
-        ("bench_cfe_alloc", "fentry"),
-        ("bench_cfe_frag", "fentry"),
-        ("bench_cfx_put", "fexit"),
-        ("bench_ckp_alloc", "kprobe"),
-        ("bench_ckp_frag", "kprobe"),
-        ("bench_ctp_hold", "raw"),
-        ("bench_ctb_rel", "tp_btf"),
-    ] {
-        if let Err(e) = attach(prog, how) {
-            println!("floor-missing count {prog} {e:#}");
+    }
+}
+
+/// Loads `on`'s program and attaches it to `target` (a kernel function, or a tracepoint's
+/// name); the typed kinds need vmlinux BTF.
+fn attach_on(ebpf: &mut Ebpf, on: On, target: &str, btf: Option<&Btf>) -> Result<()> {
+    let btf = || btf.context("no vmlinux BTF");
+    if matches!(on, On::None) {
+        return Ok(());
+    }
+    let program = ebpf
+        .program_mut(on.prog())
+        .with_context(|| format!("{} missing from the object", on.prog()))?;
+    match on {
+        On::Fentry(_) => {
+            let p: &mut FEntry = program.try_into()?;
+            p.load(target, btf()?)?;
+            p.attach()?;
         }
+        On::Fexit(_) => {
+            let p: &mut FExit = program.try_into()?;
+            p.load(target, btf()?)?;
+            p.attach()?;
+        }
+        On::Kprobe(_) => {
+            let p: &mut KProbe = program.try_into()?;
+            p.load()?;
+            p.attach(target, 0)?;
+        }
+        On::Raw(_) => {
+            let p: &mut RawTracePoint = program.try_into()?;
+            p.load()?;
+            p.attach(target)?;
+        }
+        On::TpBtf(_) => {
+            let p: &mut BtfTracePoint = program.try_into()?;
+            p.load(target, btf()?)?;
+            p.attach()?;
+        }
+        On::None => {}
+    }
+    Ok(())
+}
+
+/// A counting program beside the empty ones (one add, `ebpf/src/bench.rs`): a
+/// "floor-attached count …" or "floor-missing count …" line; the benchmark reads it by its
+/// run time, so a missing one only leaves a column blank.
+fn attach_counting(ebpf: &mut Ebpf, on: On, target: &str, btf: Option<&Btf>) {
+    if matches!(on, On::None) {
+        return;
+    }
+    match attach_on(ebpf, on, target, btf) {
+        Ok(()) => println!("floor-attached count {}", on.prog()),
+        Err(e) => println!("floor-missing count {} {e:#}", on.prog()),
     }
 }
 

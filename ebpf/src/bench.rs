@@ -6,11 +6,11 @@
 //! compares ppscope's bodies against. Only the bench helper (`xtask/src/bin/bench-probe.rs`)
 //! loads them; the product's attach plan never names them.
 //!
-//! Beside each empty program whose hook ppscope carries in one program, a counting one
-//! (`bench_c…`): one add to a per-CPU array slot, the least any program that counts per CPU
-//! costs on that hook (an array lookup the verifier inlines and a read-modify-write), which
-//! the benchmark shows next to ppscope's body: how much of the 1.25× budget counting at all
-//! takes before anything is counted per pool.
+//! Beside each empty program, a counting one (`bench_c…`): one add to a per-CPU array slot,
+//! the least any program that counts per CPU costs on that hook (an array lookup the verifier
+//! inlines and a read-modify-write), which the benchmark shows next to ppscope's body: how
+//! much of the 1.25× budget counting at all takes before anything is counted per pool. On the
+//! kprobe recycle, where ppscope needs an entry and a return, a counting pair.
 
 use aya_ebpf::{
     macros::{btf_tracepoint, fentry, fexit, kprobe, kretprobe, map, raw_tracepoint},
@@ -24,6 +24,10 @@ use aya_ebpf::{
 /// What the counting floors add to: one slot per CPU.
 #[map]
 static BENCH_COUNT: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+/// The arguments the counting pair's entry hands its return: (pool, page) per CPU.
+#[map]
+static BENCH_PAIR: PerCpuArray<[u64; 2]> = PerCpuArray::with_max_entries(1, 0);
 
 #[inline(always)]
 fn count_once() {
@@ -60,6 +64,34 @@ pub fn bench_ckp_alloc(_ctx: ProbeContext) -> u32 {
 #[kprobe]
 pub fn bench_ckp_frag(_ctx: ProbeContext) -> u32 {
     count_once();
+    0
+}
+
+/// The kprobe recycle's counting pair: the entry keeps the call's arguments in a per-CPU slot,
+/// the return counts one when it finds them there. The least a kprobe pair that counts what
+/// its entry was handed costs (ppscope's pair hands the pool and page over in a frame), set
+/// against the empty pair as ppscope's pair is.
+#[kprobe]
+pub fn bench_ckp_put(ctx: ProbeContext) -> u32 {
+    if let Some(s) = BENCH_PAIR.get_ptr_mut(0) {
+        // SAFETY: this CPU's slot of a per-CPU array.
+        let s = unsafe { &mut *s };
+        s[0] = ctx.arg::<u64>(0).unwrap_or(0);
+        s[1] = ctx.arg::<u64>(1).unwrap_or(0);
+    }
+    0
+}
+
+#[kretprobe]
+pub fn bench_ckrp_put(_ctx: RetProbeContext) -> u32 {
+    if let Some(s) = BENCH_PAIR.get_ptr_mut(0) {
+        // SAFETY: as above.
+        let s = unsafe { &mut *s };
+        if s[0] != 0 {
+            s[0] = 0;
+            count_once();
+        }
+    }
     0
 }
 

@@ -187,9 +187,9 @@ pub struct HookProgs {
     pub hook: &'static str,
     pub ours: &'static [&'static str],
     pub floor: &'static [&'static str],
-    /// One per-CPU count on the hook (`bench_c…` in `ebpf/src/bench.rs`), where ppscope's
-    /// body is one program.
-    pub counting: Option<&'static str>,
+    /// One per-CPU count on the hook (`bench_c…` in `ebpf/src/bench.rs`), summed like
+    /// `ours`: the kprobe recycle's is a pair whose entry hands the return its arguments.
+    pub counting: &'static [&'static str],
 }
 
 /// Kernel program names are cut to 15 bytes.
@@ -199,14 +199,14 @@ pub const HOOK_PROGS: &[HookProgs] = &[
         hook: "alloc",
         ours: &["fe_alloc"],
         floor: &["bench_fe_alloc"],
-        counting: Some("bench_cfe_alloc"),
+        counting: &["bench_cfe_alloc"],
     },
     HookProgs {
         backend: "fentry",
         hook: "alloc_frag",
         ours: &["fe_alloc_frag"],
         floor: &["bench_fe_frag"],
-        counting: Some("bench_cfe_frag"),
+        counting: &["bench_cfe_frag"],
     },
     // fexit alone carries the recycle (it sees the arguments): set against an empty fexit.
     HookProgs {
@@ -214,35 +214,35 @@ pub const HOOK_PROGS: &[HookProgs] = &[
         hook: "recycle",
         ours: &["fx_put_exit"],
         floor: &["bench_fx_put"],
-        counting: Some("bench_cfx_put"),
+        counting: &["bench_cfx_put"],
     },
     HookProgs {
         backend: "kprobe",
         hook: "alloc",
         ours: &["pp_alloc"],
         floor: &["bench_kp_alloc"],
-        counting: Some("bench_ckp_alloc"),
+        counting: &["bench_ckp_alloc"],
     },
     HookProgs {
         backend: "kprobe",
         hook: "alloc_frag",
         ours: &["pp_alloc_frag"],
         floor: &["bench_kp_frag"],
-        counting: Some("bench_ckp_frag"),
+        counting: &["bench_ckp_frag"],
     },
     HookProgs {
         backend: "kprobe",
         hook: "recycle",
         ours: &["pp_put_entry", "pp_put_exit"],
         floor: &["bench_kp_put", "bench_krp_put"],
-        counting: None,
+        counting: &["bench_ckp_put", "bench_ckrp_put"],
     },
     HookProgs {
         backend: "tracepoint",
         hook: "page_hold",
         ours: &["tp_state_hold"],
         floor: &["bench_tp_hold"],
-        counting: Some("bench_ctp_hold"),
+        counting: &["bench_ctp_hold"],
     },
     HookProgs {
         backend: "tracepoint",
@@ -251,7 +251,7 @@ pub const HOOK_PROGS: &[HookProgs] = &[
         // where a kernel refuses tracing programs.
         ours: &["tb_state_releas"],
         floor: &["bench_tb_releas"],
-        counting: Some("bench_ctb_rel"),
+        counting: &["bench_ctb_rel"],
     },
 ];
 
@@ -271,11 +271,14 @@ pub fn parse_prog_lines(text: &str) -> std::collections::HashMap<String, (u64, u
     m
 }
 
-/// ns per call summed over `names`; None when one of them never ran.
+/// ns per call summed over `names`; None when there are none or one of them never ran.
 pub fn per_call(
     m: &std::collections::HashMap<String, (u64, u64)>,
     names: &[&str],
 ) -> Option<(u64, f64)> {
+    if names.is_empty() {
+        return None;
+    }
     let mut total = 0.0;
     let mut calls = u64::MAX;
     for n in names {
@@ -363,7 +366,7 @@ pub fn cost_rows(place: &str, backend: &str, windows: &[String], res: &mut Resul
                 ours.push(o);
                 floor.push(f);
                 calls += c;
-                if let Some((_, n)) = h.counting.and_then(|n| per_call(&m, &[n])) {
+                if let Some((_, n)) = per_call(&m, h.counting) {
                     counting.push(n);
                 }
             }
@@ -995,4 +998,39 @@ pub fn simulator(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<(
         res.simulator_notes.push("No 1,000-pool recording (the agent benchmark makes it; it did not run or was --quick).".into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kprobe recycle's counting column is its pair summed, as ppscope's pair and the
+    /// empty pair are; a pair whose return never ran leaves the column blank, not half a pair.
+    #[test]
+    fn the_kprobe_recycles_counting_pair_is_summed_like_its_other_pairs() {
+        let window = |count_return_runs: u64| {
+            format!(
+                "prog pp_put_entry 100 30000\nprog pp_put_exit 100 50000\n\
+                 prog bench_kp_put 100 12000\nprog bench_krp_put 100 13000\n\
+                 prog bench_ckp_put 100 17000\nprog bench_ckrp_put {count_return_runs} 16000\n"
+            )
+        };
+        let recycle = |res: &Results| {
+            res.probe_cost
+                .iter()
+                .find(|r| r.hook == "recycle")
+                .cloned()
+                .expect("a kprobe recycle row")
+        };
+        let mut res = Results::default();
+        cost_rows("VM (TCG)", "kprobe", &[window(100), window(100)], &mut res);
+        let row = recycle(&res);
+        assert_eq!(row.ours.median, 800.0);
+        assert_eq!(row.floor.median, 250.0);
+        assert_eq!(row.counting.map(|c| c.median), Some(330.0));
+
+        let mut res = Results::default();
+        cost_rows("VM (TCG)", "kprobe", &[window(0)], &mut res);
+        assert!(recycle(&res).counting.is_none());
+    }
 }

@@ -188,6 +188,19 @@ const PROBE_COST_WHY: &str = "\
   mark, two per-CPU array lookups the verifier inlines, the ring-full run's histogram when a
   run ends, and a few compares. Keeping the mark in the CPU's slot (one lookup fewer, the
   switch left in its own map) was tried: 1.82× in a probe-cost run, no better; not kept.
+- `recycle` on kprobes: a kretprobe's registers no longer hold the arguments, so the entry
+  hands the pool and the page to the return in a per-CPU frame, checked against the task
+  (`ebpf/src/frames.rs`). The last column's pair (`bench_ckp_put` + `bench_ckrp_put`) does that
+  handover and one add. Pairs priced beside ppscope's in the VM lab on 2026-12-05 (two runs of
+  three kprobe windows, not kept; each pair as a ratio to the empty pair, over the same
+  calls): that pair 1.35–1.68×; the same with ppscope's frame (the task checked, a helper call
+  on each side) 1.54–1.91×; with the pool's slot counted too 1.68–2.23×; ppscope's pair
+  2.11–3.75× (the cache's count, its top slot and the page's `pp` read through the casts, the
+  rest). The handover alone takes the 25% the target allows, so no kprobe pair that counts
+  what its entry was handed meets it on this hook: that part is the backend's. What removes
+  it is a program that sees the arguments at the return: an fexit, which ppscope uses wherever
+  the kernel has trampolines (the fentry row), or a kprobe session (Linux 6.10+: one program at
+  entry and return, sharing a per-call cookie), which aya 0.14 cannot attach.
 - `page_hold`, `page_release` (host tracepoints): `page_release` now runs as `tp_btf`
   (`tb_state_release`) where the kernel allows tracing programs, this host included (it
   refuses fentry, not `tp_btf`): the pool arrives typed and the ring's state is plain loads
@@ -479,9 +492,10 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
              the fentry recycle is one fexit program (it sees the arguments), set against an \
              empty fexit. Target: ppscope ≤ {BODY_RATIO_TARGET}× the floor. The last column is \
              a third program on the same hook over the same packets, one add to a per-CPU \
-             array slot and nothing else (`ebpf/src/bench.rs`): the least a program that \
-             counts anything per CPU costs there, against the same floor; what ppscope's body \
-             costs above it is its own.\n"
+             array slot and nothing else (`ebpf/src/bench.rs`; on the kprobe recycle a pair, \
+             whose entry keeps the call's arguments in a per-CPU slot for its return to count \
+             one): the least a program that counts anything per CPU costs there, against the \
+             same floor; what ppscope's body costs above it is its own.\n"
         );
         let _ = writeln!(s, "| where | backend | hook | events | ppscope ns/event | empty ns/event | ratio | target | one per-CPU count ns/event |");
         let _ = writeln!(

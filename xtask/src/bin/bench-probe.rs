@@ -78,16 +78,16 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
         "fentry" | "kprobe" | "light" => {
             // Per hook: its empty programs, fentry and fexit or kprobe and kretprobe ("": none),
             // and its counting programs (one add, `ebpf/src/bench.rs`), typed and kprobe, each
-            // where ppscope's one program sits (the recycle's fexit); none under light, whose
-            // windows time ppscope against the empty programs alone.
+            // where ppscope's programs sit (the recycle's fexit, or its kprobe pair); none
+            // under light, whose windows time ppscope against the empty programs alone.
             for (names, hook, progs, counting) in [
                 (
                     ALLOC,
                     "alloc",
                     ["bench_fe_alloc", "", "bench_kp_alloc", ""],
                     [
-                        Some(On::Fentry("bench_cfe_alloc")),
-                        Some(On::Kprobe("bench_ckp_alloc")),
+                        &[On::Fentry("bench_cfe_alloc")][..],
+                        &[On::Kprobe("bench_ckp_alloc")],
                     ],
                 ),
                 (
@@ -95,8 +95,8 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
                     "alloc_frag",
                     ["bench_fe_frag", "", "bench_kp_frag", ""],
                     [
-                        Some(On::Fentry("bench_cfe_frag")),
-                        Some(On::Kprobe("bench_ckp_frag")),
+                        &[On::Fentry("bench_cfe_frag")][..],
+                        &[On::Kprobe("bench_ckp_frag")],
                     ],
                 ),
                 (
@@ -108,7 +108,10 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
                         "bench_kp_put",
                         "bench_krp_put",
                     ],
-                    [Some(On::Fexit("bench_cfx_put")), None],
+                    [
+                        &[On::Fexit("bench_cfx_put")][..],
+                        &[On::Kprobe("bench_ckp_put"), On::Kprobe("bench_ckrp_put")],
+                    ],
                 ),
             ] {
                 let Some(sym) = first_present(&syms, names) else {
@@ -132,8 +135,10 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
                     }
                     Err(e) => println!("floor-missing {hook} {e:#}"),
                 }
-                if let (Some(on), false) = (counting[usize::from(!typed)], backend == "light") {
-                    attach_counting(&mut ebpf, on, sym, btf.as_ref());
+                if backend != "light" {
+                    for on in counting[usize::from(!typed)] {
+                        attach_counting(&mut ebpf, *on, sym, btf.as_ref());
+                    }
                 }
             }
         }

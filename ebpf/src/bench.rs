@@ -6,7 +6,8 @@
 //! compares ppscope's bodies against. Only the bench helper (`xtask/src/bin/bench-probe.rs`)
 //! loads them; the product's attach plan never names them.
 //!
-//! Beside each empty program, a counting one (`bench_c…`): one add to a per-CPU array slot,
+//! Beside the empty programs of each hook the benchmark's table prices, a counting one
+//! (`bench_c…`): one add to a per-CPU array slot,
 //! the least any program that counts per CPU costs on that hook (an array lookup the verifier
 //! inlines and a read-modify-write), which the benchmark shows next to ppscope's body: how
 //! much of the 1.25× budget counting at all takes before anything is counted per pool. On the

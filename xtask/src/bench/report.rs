@@ -148,7 +148,9 @@ const PROBE_COST_WHY: &str = "\
 **Where the bodies stand, why some still miss, and what would fix them.**
 
 - **What counting at all costs.** The table's last column is a program that adds one to a
-  per-CPU array slot and does nothing else, on the same hook over the same packets. On this
+  per-CPU array slot and does nothing else, on the same hook over the same packets (on the
+  kprobe recycle a pair that hands the call's arguments over first: see that row's paragraph
+  below). On this
   host's tracepoints (three runs of `--only probe-cost --no-vm` on 2026-12-04) it was 1.03–1.28×
   the empty program on `page_hold` and 1.13–1.21× on `page_release`, against ppscope's
   1.28–1.35× and 1.59–1.65× in the same runs: one count takes most of the 25% the target
@@ -196,11 +198,13 @@ const PROBE_COST_WHY: &str = "\
   calls): that pair 1.35–1.68×; the same with ppscope's frame (the task checked, a helper call
   on each side) 1.54–1.91×; with the pool's slot counted too 1.68–2.23×; ppscope's pair
   2.11–3.75× (the cache's count, its top slot and the page's `pp` read through the casts, the
-  rest). The handover alone takes the 25% the target allows, so no kprobe pair that counts
-  what its entry was handed meets it on this hook: that part is the backend's. What removes
-  it is a program that sees the arguments at the return: an fexit, which ppscope uses wherever
-  the kernel has trampolines (the fentry row), or a kprobe session (Linux 6.10+: one program at
-  entry and return, sharing a per-call cookie), which aya 0.14 cannot attach.
+  rest). The handover and one add already cost 35–68% over the empty pair, more than the 25%
+  the target allows, so no kprobe pair that counts what its entry was handed meets it on this
+  hook: that part is the backend's. What removes it is a program that sees the arguments at
+  the return: an fexit, which ppscope uses wherever the kernel has trampolines (the fentry
+  row). A kprobe session (Linux 6.10+: one program run at entry and at return) would shrink
+  it, its per-call cookie (8 bytes) needing no map lookup or task check, but still carries
+  only part of what the return needs; not measured here, and aya 0.14 cannot attach one.
 - `page_hold`, `page_release` (host tracepoints): `page_release` now runs as `tp_btf`
   (`tb_state_release`) where the kernel allows tracing programs, this host included (it
   refuses fentry, not `tp_btf`): the pool arrives typed and the ring's state is plain loads
@@ -492,10 +496,11 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
              the fentry recycle is one fexit program (it sees the arguments), set against an \
              empty fexit. Target: ppscope ≤ {BODY_RATIO_TARGET}× the floor. The last column is \
              a third program on the same hook over the same packets, one add to a per-CPU \
-             array slot and nothing else (`ebpf/src/bench.rs`; on the kprobe recycle a pair, \
-             whose entry keeps the call's arguments in a per-CPU slot for its return to count \
-             one): the least a program that counts anything per CPU costs there, against the \
-             same floor; what ppscope's body costs above it is its own.\n"
+             array slot and nothing else (`ebpf/src/bench.rs`): the least a program that counts \
+             anything per CPU costs there, against the same floor; what ppscope's body costs \
+             above it is its own. On the kprobe recycle it is a pair whose entry keeps the \
+             call's arguments in a per-CPU slot for its return to count one: the least a pair \
+             that counts what its entry was handed costs.\n"
         );
         let _ = writeln!(s, "| where | backend | hook | events | ppscope ns/event | empty ns/event | ratio | target | one per-CPU count ns/event |");
         let _ = writeln!(

@@ -77,8 +77,9 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
     match backend {
         "fentry" | "kprobe" | "light" => {
             // Per hook: its empty programs, fentry and fexit or kprobe and kretprobe ("": none),
-            // and its counting programs (one add, `ebpf/src/bench.rs`), typed and kprobe, each
-            // where ppscope's programs sit (the recycle's fexit, or its kprobe pair); none
+            // and its counting programs (one add, `ebpf/src/bench.rs`; the recycle's kprobe pair
+            // hands the arguments over, then adds one), typed and kprobe, each where ppscope's
+            // programs sit (the recycle's fexit, or its kprobe pair); none
             // under light, whose windows time ppscope against the empty programs alone.
             for (names, hook, progs, counting) in [
                 (
@@ -275,7 +276,8 @@ fn attach_on(ebpf: &mut Ebpf, on: On, target: &str, btf: Option<&Btf>) -> Result
     Ok(())
 }
 
-/// A counting program beside the empty ones (one add, `ebpf/src/bench.rs`): a
+/// A counting program beside the empty ones (one add, or half of the kprobe recycle's counting
+/// pair, `ebpf/src/bench.rs`): a
 /// "floor-attached count …" or "floor-missing count …" line; the benchmark reads it by its
 /// run time, so a missing one only leaves a column blank.
 fn attach_counting(ebpf: &mut Ebpf, on: On, target: &str, btf: Option<&Btf>) {

@@ -190,6 +190,11 @@ const PROBE_COST_WHY: &str = "\
   mark, two per-CPU array lookups the verifier inlines, the ring-full run's histogram when a
   run ends, and a few compares. Keeping the mark in the CPU's slot (one lookup fewer, the
   switch left in its own map) was tried: 1.82× in a probe-cost run, no better; not kept.
+  Nor is reading the page's `pp` instead of the marks (the kprobe pair's way, now one load
+  through the cast): two fentry instances side by side in the VM lab on 2026-12-05, one
+  with the marks and one without, over the same recycles (four windows, which started
+  first taking turns; not kept): the fexit 292–341 ns a run with the marks, 299–310 without,
+  slower in three windows of four; the marks stay.
 - `recycle` on kprobes: a kretprobe's registers no longer hold the arguments, so the entry
   hands the pool and the page to the return in a per-CPU frame, checked against the task
   (`ebpf/src/frames.rs`). The last column's pair (`bench_ckp_put` + `bench_ckrp_put`) does that

@@ -192,7 +192,8 @@ pub struct HookProgs {
     pub counting: &'static [&'static str],
 }
 
-/// Kernel program names are cut to 15 bytes.
+/// Kernel program names are cut to 15 bytes. The floor and counting programs named here are
+/// the ones `bench-probe floor` attaches (its table in `xtask/src/bin/bench-probe.rs`).
 pub const HOOK_PROGS: &[HookProgs] = &[
     HookProgs {
         backend: "fentry",

@@ -26,7 +26,8 @@ pub struct ProbeCostRow {
     pub ours: Spread,
     /// ns per event, the empty programs on the same hook.
     pub floor: Spread,
-    /// ns per event, one per-CPU count on the same hook (where measured).
+    /// ns per event, one per-CPU count on the same hook (the kprobe recycle's: a counting
+    /// pair, entry + return), where measured.
     pub counting: Option<Spread>,
 }
 
@@ -150,11 +151,10 @@ const PROBE_COST_WHY: &str = "\
 - **What counting at all costs.** The table's last column is a program that adds one to a
   per-CPU array slot and does nothing else, on the same hook over the same packets (on the
   kprobe recycle a pair that hands the call's arguments over first: see that row's paragraph
-  below). On this
-  host's tracepoints (three runs of `--only probe-cost --no-vm` on 2026-12-04) it was 1.03–1.28×
-  the empty program on `page_hold` and 1.13–1.21× on `page_release`, against ppscope's
-  1.28–1.35× and 1.59–1.65× in the same runs: one count takes most of the 25% the target
-  allows, before anything is counted per pool. A per-pool, per-CPU count needs at least that
+  below). On this host's tracepoints (three runs of `--only probe-cost --no-vm` on
+  2026-12-04) it was 1.03–1.28× the empty program on `page_hold` and 1.13–1.21× on
+  `page_release`, against ppscope's 1.28–1.35× and 1.59–1.65× in the same runs: one count
+  takes most of the 25% the target allows, before anything is counted per pool. A per-pool, per-CPU count needs at least that
   lookup; what ppscope adds above it (the pool's slot and its compare, the device check's
   pace, and on `page_release` the ring's reads, 2–3 ns of it by a build without them) is
   4–16 ns a page on this host. In the VM lab the same one-add program on fentry `alloc` and
@@ -192,9 +192,10 @@ const PROBE_COST_WHY: &str = "\
   switch left in its own map) was tried: 1.82× in a probe-cost run, no better; not kept.
   Nor is reading the page's `pp` instead of the marks (the kprobe pair's way, now one load
   through the cast): two fentry instances side by side in the VM lab on 2026-12-05, one
-  with the marks and one without, over the same recycles (four windows, which started
-  first taking turns; not kept): the fexit 292–341 ns a run with the marks, 299–310 without,
-  slower in three windows of four; the marks stay.
+  with the marks and one without, over the same recycles (four windows, the two taking
+  turns to start first; not kept): the fexit 292–341 ns a run with the marks, 299–310
+  reading `pp`, the `pp` read the slower in three windows of four, within noise: no better;
+  the marks stay.
 - `recycle` on kprobes: a kretprobe's registers no longer hold the arguments, so the entry
   hands the pool and the page to the return in a per-CPU frame, checked against the task
   (`ebpf/src/frames.rs`). The last column's pair (`bench_ckp_put` + `bench_ckrp_put`) does that

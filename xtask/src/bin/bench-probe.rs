@@ -77,10 +77,11 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
     match backend {
         "fentry" | "kprobe" | "light" => {
             // Per hook: its empty programs, fentry and fexit or kprobe and kretprobe ("": none),
-            // and its counting programs (one add, `ebpf/src/bench.rs`; the recycle's kprobe pair
-            // hands the arguments over, then adds one), typed and kprobe, each where ppscope's
-            // programs sit (the recycle's fexit, or its kprobe pair); none
-            // under light, whose windows time ppscope against the empty programs alone.
+            // and its counting programs (one add, `ebpf/src/bench.rs`; the recycle's kprobe
+            // pair hands the arguments over, then adds one), typed and kprobe, each where
+            // ppscope's programs sit (the recycle's fexit, or its kprobe pair); none under
+            // light, whose windows time ppscope against the empty programs alone. The benchmark
+            // sums them per table row as `HOOK_PROGS` (`xtask/src/bench/host.rs`) says.
             for (names, hook, progs, counting) in [
                 (
                     ALLOC,

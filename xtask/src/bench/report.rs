@@ -154,10 +154,10 @@ const PROBE_COST_WHY: &str = "\
   below). On this host's tracepoints (three runs of `--only probe-cost --no-vm` on
   2026-12-04) it was 1.03–1.28× the empty program on `page_hold` and 1.13–1.21× on
   `page_release`, against ppscope's 1.28–1.35× and 1.59–1.65× in the same runs: one count
-  takes most of the 25% the target allows, before anything is counted per pool. A per-pool, per-CPU count needs at least that
-  lookup; what ppscope adds above it (the pool's slot and its compare, the device check's
-  pace, and on `page_release` the ring's reads, 2–3 ns of it by a build without them) is
-  4–16 ns a page on this host. In the VM lab the same one-add program on fentry `alloc` and
+  takes most of the 25% the target allows, before anything is counted per pool. A per-pool,
+  per-CPU count needs at least that lookup; what ppscope adds above it (the pool's slot and
+  its compare, the device check's pace, and on `page_release` the ring's reads, 2–3 ns of it
+  by a build without them) is 4–16 ns a page on this host. In the VM lab the same one-add program on fentry `alloc` and
   `alloc_frag` came out at 1.21× and 1.07× in one run and 1.70× and 1.74× in the next, of the
   same tree, above ppscope's whole body in the second: under TCG a ratio to the empty program
   moves by more than the 0.25 the target allows.

@@ -169,21 +169,21 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
                 "page_pool_state_hold",
                 "page_hold",
                 "",
-                On::Raw("bench_ctp_hold"),
+                &[On::Raw("bench_ctp_hold")][..],
             ),
             (
                 On::Raw("bench_tp_release"),
                 "page_pool_state_release",
                 "page_release",
                 "",
-                On::TpBtf("bench_ctb_rel"),
+                &[On::TpBtf("bench_ctb_rel")],
             ),
             (
                 On::TpBtf("bench_tb_release"),
                 "page_pool_state_release",
                 "page_release",
                 " (tp_btf)",
-                On::None,
+                &[],
             ),
         ] {
             match attach_on(&mut ebpf, on, tp, btf.as_ref()) {
@@ -193,7 +193,9 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
                 }
                 Err(e) => println!("floor-missing {hook}{tail} {e:#}"),
             }
-            attach_counting(&mut ebpf, counting, tp, btf.as_ref());
+            for on in counting {
+                attach_counting(&mut ebpf, *on, tp, btf.as_ref());
+            }
         }
     }
     if attached == 0 {
@@ -216,7 +218,7 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
     Ok(())
 }
 
-/// A program of the object and how it attaches (`None`: no program).
+/// A program of the object and how it attaches.
 #[derive(Clone, Copy)]
 enum On<'a> {
     Fentry(&'a str),
@@ -224,14 +226,12 @@ enum On<'a> {
     Kprobe(&'a str),
     Raw(&'a str),
     TpBtf(&'a str),
-    None,
 }
 
 impl On<'_> {
     fn prog(&self) -> &str {
         match *self {
             On::Fentry(p) | On::Fexit(p) | On::Kprobe(p) | On::Raw(p) | On::TpBtf(p) => p,
-            On::None => "",
         }
     }
 }
@@ -240,9 +240,6 @@ impl On<'_> {
 /// name); the typed kinds need vmlinux BTF.
 fn attach_on(ebpf: &mut Ebpf, on: On, target: &str, btf: Option<&Btf>) -> Result<()> {
     let btf = || btf.context("no vmlinux BTF");
-    if matches!(on, On::None) {
-        return Ok(());
-    }
     let program = ebpf
         .program_mut(on.prog())
         .with_context(|| format!("{} missing from the object", on.prog()))?;
@@ -272,7 +269,6 @@ fn attach_on(ebpf: &mut Ebpf, on: On, target: &str, btf: Option<&Btf>) -> Result
             p.load(target, btf()?)?;
             p.attach()?;
         }
-        On::None => {}
     }
     Ok(())
 }
@@ -282,9 +278,6 @@ fn attach_on(ebpf: &mut Ebpf, on: On, target: &str, btf: Option<&Btf>) -> Result
 /// "floor-attached count …" or "floor-missing count …" line; the benchmark reads it by its
 /// run time, so a missing one only leaves a column blank.
 fn attach_counting(ebpf: &mut Ebpf, on: On, target: &str, btf: Option<&Btf>) {
-    if matches!(on, On::None) {
-        return;
-    }
     match attach_on(ebpf, on, target, btf) {
         Ok(()) => println!("floor-attached count {}", on.prog()),
         Err(e) => println!("floor-missing count {} {e:#}", on.prog()),

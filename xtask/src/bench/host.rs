@@ -256,41 +256,70 @@ pub const HOOK_PROGS: &[HookProgs] = &[
     },
 ];
 
-/// `prog NAME RUNS RUN_NS` lines of `bench-probe floor` → name → (runs, ns).
-pub fn parse_prog_lines(text: &str) -> std::collections::HashMap<String, (u64, u64)> {
-    let mut m = std::collections::HashMap::new();
+/// A window's programs by name: (runs, ns) of each program of that name, in the order
+/// `bench-probe` printed them (the order they were loaded: the floors' copies one after the
+/// other).
+pub type ProgRuns = std::collections::HashMap<String, Vec<(u64, u64)>>;
+
+/// `prog NAME RUNS RUN_NS` lines of `bench-probe floor`.
+pub fn parse_prog_lines(text: &str) -> ProgRuns {
+    let mut m = ProgRuns::new();
     for l in text.lines() {
         let f: Vec<&str> = l.split_whitespace().collect();
         if let ["prog", name, runs, ns] = f.as_slice() {
             if let (Ok(r), Ok(n)) = (runs.parse::<u64>(), ns.parse::<u64>()) {
-                let e = m.entry(name.to_string()).or_insert((0, 0));
-                e.0 += r;
-                e.1 += n;
+                m.entry(name.to_string()).or_default().push((r, n));
             }
         }
     }
     m
 }
 
-/// ns per call summed over `names`; None when there are none or one of them never ran.
-pub fn per_call(
-    m: &std::collections::HashMap<String, (u64, u64)>,
-    names: &[&str],
-) -> Option<(u64, f64)> {
+/// Calls (a copy's, the fewest of `names`) and ns per call summed over `names`, each the mean
+/// of its copies (`bench-probe`'s `FLOOR_COPIES`: one program's figure moves with where it
+/// was loaded; ppscope's programs have one copy); None when there are no names or one of
+/// them never ran.
+pub fn per_call(m: &ProgRuns, names: &[&str]) -> Option<(u64, f64)> {
     if names.is_empty() {
         return None;
     }
     let mut total = 0.0;
     let mut calls = u64::MAX;
     for n in names {
-        let &(runs, ns) = m.get(*n)?;
+        let copies = m.get(*n)?;
+        let runs: u64 = copies.iter().map(|c| c.0).sum();
+        let ns: u64 = copies.iter().map(|c| c.1).sum();
         if runs == 0 {
             return None;
         }
         total += ns as f64 / runs as f64;
-        calls = calls.min(runs);
+        calls = calls.min(runs / copies.len() as u64);
     }
     Some((calls, total))
+}
+
+/// The dearest of `names`' copies against the cheapest, ns per call (copy `k` of each name
+/// summed: a pair's entry and return were loaded together); None with fewer than two copies.
+pub fn copies_spread(m: &ProgRuns, names: &[&str]) -> Option<f64> {
+    let copies = names.iter().map(|n| m.get(*n).map_or(0, Vec::len)).min()?;
+    if copies < 2 {
+        return None;
+    }
+    let per_copy: Vec<f64> = (0..copies)
+        .map(|k| {
+            names
+                .iter()
+                .map(|n| {
+                    let (runs, ns) = m[*n][k];
+                    ns as f64 / runs.max(1) as f64
+                })
+                .sum()
+        })
+        .collect();
+    let (lo, hi) = per_copy
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+    (lo > 0.0).then_some(hi / lo)
 }
 
 /// The `--detail light` row from windows where it ran beside the fentry floors: the run time
@@ -314,20 +343,30 @@ pub fn light_cost_row(place: &str, windows: &[String], res: &mut Results) {
         ) else {
             continue;
         };
-        let ran: Vec<(&String, &(u64, u64))> = m
+        let ran: Vec<(&String, (u64, u64))> = m
             .iter()
             .filter(|(name, _)| ours_names.contains(&name.as_str()))
+            .map(|(name, c)| {
+                (
+                    name,
+                    (c.iter().map(|c| c.0).sum(), c.iter().map(|c| c.1).sum()),
+                )
+            })
             .collect();
         let total_ns: u64 = ran.iter().map(|(_, (_, ns))| ns).sum();
-        for (name, &(runs, ns)) in ran {
+        for (name, (runs, ns)) in ran {
             let p = by_program.entry(name.clone()).or_default();
             p.0 += runs;
             p.1 += ns;
         }
         // The empty programs on light's own hooks, per page (both must have run).
-        let empty = ["bench_fx_refill", "bench_tp_drops"].map(|p| m.get(p).map(|&(_, ns)| ns));
+        // (The mean of each program's copies.)
+        let empty = ["bench_fx_refill", "bench_tp_drops"].map(|p| {
+            m.get(p)
+                .map(|c| c.iter().map(|c| c.1).sum::<u64>() as f64 / c.len() as f64)
+        });
         if let [Some(refill), Some(drops)] = empty {
-            hooks_floor.push((refill + drops) as f64 / allocs as f64);
+            hooks_floor.push((refill + drops) / allocs as f64);
         }
         ours.push(total_ns as f64 / allocs as f64);
         floor.push(alloc_ns + put_ns);
@@ -361,26 +400,34 @@ pub fn cost_rows(place: &str, backend: &str, windows: &[String], res: &mut Resul
     for h in HOOK_PROGS.iter().filter(|h| h.backend == backend) {
         let (mut ours, mut floor, mut counting, mut calls) =
             (Vec::new(), Vec::new(), Vec::new(), 0u64);
+        let (mut ratio, mut counting_ratio, mut copies) = (Vec::new(), Vec::new(), Vec::new());
         for w in windows {
             let m = parse_prog_lines(w);
             if let (Some((c, o)), Some((_, f))) = (per_call(&m, h.ours), per_call(&m, h.floor)) {
                 ours.push(o);
                 floor.push(f);
+                // Paired: ppscope and the floor over the same calls of the same window.
+                ratio.push(o / f);
                 calls += c;
                 if let Some((_, n)) = per_call(&m, h.counting) {
                     counting.push(n);
+                    counting_ratio.push(n / f);
                 }
+                copies.extend(copies_spread(&m, h.floor));
             }
         }
-        match (Spread::of(&ours), Spread::of(&floor)) {
-            (Some(o), Some(f)) => res.probe_cost.push(ProbeCostRow {
+        match (Spread::of(&ours), Spread::of(&floor), Spread::of(&ratio)) {
+            (Some(o), Some(f), Some(r)) => res.probe_cost.push(ProbeCostRow {
                 place: place.to_string(),
                 backend: backend.to_string(),
                 hook: h.hook.to_string(),
                 calls,
                 ours: o,
                 floor: f,
+                ratio: r,
                 counting: Spread::of(&counting),
+                counting_ratio: Spread::of(&counting_ratio),
+                floor_copies: Spread::of(&copies),
             }),
             _ => res.probe_cost_notes.push(format!(
                 "{place}, {backend}, {}: no calls seen by both ppscope ({}) and the floor ({}) — the hook did not fire or did not attach",
@@ -1043,5 +1090,56 @@ mod tests {
         let mut res = Results::default();
         cost_rows("VM (TCG)", "kprobe", &[window(false)], &mut res);
         assert!(recycle(&res).counting.is_none());
+    }
+
+    /// `bench-probe` runs copies of each empty program and prints each (in the order they
+    /// were loaded, under the same name): the floor is their mean, the ratio is ppscope
+    /// against that floor window by window, and the copies' spread pairs a pair's entry and
+    /// return by copy.
+    #[test]
+    fn the_floor_is_the_mean_of_its_copies_and_the_ratio_is_taken_per_window() {
+        let alloc = |ours_ns: u64, floor_ns: [u64; 3]| {
+            let copies: String = floor_ns
+                .iter()
+                .map(|ns| format!("prog bench_fe_alloc 1000 {ns}\n"))
+                .collect();
+            format!("prog fe_alloc 1000 {ours_ns}\nprog bench_cfe_alloc 1000 120000\n{copies}")
+        };
+        // Floors of 150, 100 and 200 ns a call (their copies' means); ppscope 2.0, 1.0 and
+        // 1.0 times them. Medians taken apart (200 / 150) would say 1.33.
+        let windows = [
+            alloc(300_000, [100_000, 150_000, 200_000]),
+            alloc(100_000, [90_000, 100_000, 110_000]),
+            alloc(200_000, [200_000, 200_000, 200_000]),
+        ];
+        let mut res = Results::default();
+        cost_rows("VM (TCG)", "fentry", &windows, &mut res);
+        let row = res.probe_cost.iter().find(|r| r.hook == "alloc").unwrap();
+        assert_eq!(row.floor.median, 150.0);
+        assert_eq!(row.ours.median, 200.0);
+        assert_eq!(row.ratio.median, 1.0);
+        assert_eq!((row.ratio.min, row.ratio.max), (1.0, 2.0));
+        // A copy's calls, not the copies' sum: the events the hook saw.
+        assert_eq!(row.calls, 3000);
+        // The one count against the same floors: 0.8, 1.2 and 0.6.
+        assert_eq!(row.counting_ratio.as_ref().map(|c| c.median), Some(0.8));
+        let spread = row.floor_copies.as_ref().unwrap();
+        assert_eq!((spread.min, spread.max), (1.0, 2.0));
+
+        // The kprobe recycle's pair: copy k of the entry with copy k of the return.
+        let pair = "prog pp_put_entry 100 30000\nprog pp_put_exit 100 50000\n\
+                    prog bench_kp_put 100 10000\nprog bench_kp_put 100 20000\n\
+                    prog bench_krp_put 100 10000\nprog bench_krp_put 100 10000\n";
+        let m = parse_prog_lines(pair);
+        assert_eq!(
+            copies_spread(&m, &["bench_kp_put", "bench_krp_put"]),
+            Some(1.5)
+        );
+        assert_eq!(
+            per_call(&m, &["bench_kp_put", "bench_krp_put"]),
+            Some((100, 250.0))
+        );
+        // One copy: no spread to show.
+        assert_eq!(copies_spread(&m, &["pp_put_entry", "pp_put_exit"]), None);
     }
 }

@@ -26,6 +26,14 @@ pub use stats::Spread;
 
 pub const NAMES: &[&str] = &["probe-cost", "workload", "agent", "startup", "simulator"];
 
+/// How many copies of each empty (and counting) program `bench-probe floor` runs in a window,
+/// each from its own load of the object; the floor is their mean. In the VM lab (TCG,
+/// 2026-12-05, 24 windows of a hook) the dearest of three copies of one empty program, over
+/// the same calls of one window, cost a median 1.17× the cheapest, 1.92× at most, and no
+/// place in the hook's list was dearer across windows: under TCG what a program costs
+/// depends on where it was loaded, which changes with every load.
+pub const FLOOR_COPIES: usize = 3;
+
 #[derive(Args, Debug, Default, Clone)]
 pub struct BenchArgs {
     /// A seconds-scale smoke run of each benchmark (short windows, one round, fewer pools).

@@ -6,10 +6,11 @@
 //! - `bench-probe floor OBJECT BACKEND SECONDS`: attaches the empty programs of BACKEND
 //!   (`fentry`, `kprobe` or `tracepoint`; `light`: fentry's, and empty programs on the
 //!   per-event hooks `--detail light` keeps, the refill's fexit and `skb:kfree_skb`) to the
-//!   hot hooks, keeps `BPF_ENABLE_STATS` on for
-//!   SECONDS, then prints `prog NAME RUNS RUN_NS` for every program on the system that ran
-//!   (ppscope's, running beside it, and the empty floors), `floor-attached HOOK` lines, and
-//!   first a `ppscope-prog NAME` line for each of ppscope's own programs in the object.
+//!   hot hooks, [`FLOOR_COPIES`] copies of each (and of each counting program), keeps
+//!   `BPF_ENABLE_STATS` on for SECONDS, then prints `prog NAME RUNS RUN_NS` for every program
+//!   on the system that ran (ppscope's, running beside it, and every copy of the floors, in
+//!   the order they were loaded), `floor-attached HOOK` lines, and first a
+//!   `ppscope-prog NAME` line for each of ppscope's own programs in the object.
 //! - `bench-probe xdp OBJECT DEV...`: attaches `xdp_pass` to every DEV (gives each veth its
 //!   page_pools), prints `attached N`, and holds them until killed.
 //! - `bench-probe udp ADDR...`: sends one datagram to port 9 of every ADDR (the first packet
@@ -37,6 +38,7 @@ use aya::{
     },
     Btf, Ebpf,
 };
+use xtask::bench::FLOOR_COPIES;
 
 /// Alternatives across kernel versions, newest first (as in agent/src/probes/hooks.rs HOOKS).
 const ALLOC: &[&str] = &["page_pool_alloc_netmems", "page_pool_alloc_netmem"];
@@ -60,10 +62,12 @@ fn first_present(syms: &str, names: &[&'static str]) -> Option<&'static str> {
 
 fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
     let data = fs::read(object).with_context(|| format!("reading {object}"))?;
-    let mut ebpf = Ebpf::load(&data).context("loading the eBPF object")?;
+    let mut copies = (0..FLOOR_COPIES)
+        .map(|_| Ebpf::load(&data).context("loading the eBPF object"))
+        .collect::<Result<Vec<Ebpf>>>()?;
     // ppscope's own programs (the object's, but the floors and the lab's XDP pass), by the
     // name the kernel keeps (15 bytes): what a window's run time of ppscope sums.
-    for (name, _) in ebpf.programs() {
+    for (name, _) in copies[0].programs() {
         if !name.starts_with("bench_") && name != "xdp_pass" {
             println!("ppscope-prog {}", name.chars().take(15).collect::<String>());
         }
@@ -126,21 +130,28 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
                 } else {
                     [On::Kprobe(progs[2]), On::Kprobe(progs[3])]
                 };
-                let r: Result<()> = empty
-                    .into_iter()
-                    .filter(|on| !on.prog().is_empty())
-                    .try_for_each(|on| attach_on(&mut ebpf, on, sym, btf.as_ref()));
+                // Copy by copy, each copy's empty programs and then its counting ones: the
+                // copies sit at different places in the hook's list too.
+                let mut r: Result<()> = Ok(());
+                for ebpf in &mut copies {
+                    r = r.and_then(|()| {
+                        empty
+                            .into_iter()
+                            .filter(|on| !on.prog().is_empty())
+                            .try_for_each(|on| attach_on(ebpf, on, sym, btf.as_ref()))
+                    });
+                    if backend != "light" {
+                        for on in counting[usize::from(!typed)] {
+                            attach_counting(ebpf, *on, sym, btf.as_ref());
+                        }
+                    }
+                }
                 match r {
                     Ok(()) => {
                         attached += 1;
                         println!("floor-attached {hook} {sym}");
                     }
                     Err(e) => println!("floor-missing {hook} {e:#}"),
-                }
-                if backend != "light" {
-                    for on in counting[usize::from(!typed)] {
-                        attach_counting(&mut ebpf, *on, sym, btf.as_ref());
-                    }
                 }
             }
         }
@@ -150,12 +161,19 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
     if backend == "light" {
         let r = first_present(&syms, REFILL)
             .context("refill not in kallsyms")
-            .and_then(|sym| attach_on(&mut ebpf, On::Fexit("bench_fx_refill"), sym, btf.as_ref()));
+            .and_then(|sym| {
+                copies.iter_mut().try_for_each(|ebpf| {
+                    attach_on(ebpf, On::Fexit("bench_fx_refill"), sym, btf.as_ref())
+                })
+            });
         match r {
             Ok(()) => println!("floor-attached refill page_pool_refill_alloc_cache"),
             Err(e) => println!("floor-missing refill {e:#}"),
         }
-        match attach_on(&mut ebpf, On::Raw("bench_tp_drops"), "kfree_skb", None) {
+        let r = copies
+            .iter_mut()
+            .try_for_each(|ebpf| attach_on(ebpf, On::Raw("bench_tp_drops"), "kfree_skb", None));
+        match r {
             Ok(()) => println!("floor-attached drops kfree_skb"),
             Err(e) => println!("floor-missing drops {e:#}"),
         }
@@ -186,15 +204,19 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
                 &[],
             ),
         ] {
-            match attach_on(&mut ebpf, on, tp, btf.as_ref()) {
+            let mut r: Result<()> = Ok(());
+            for ebpf in &mut copies {
+                r = r.and_then(|()| attach_on(ebpf, on, tp, btf.as_ref()));
+                for on in counting {
+                    attach_counting(ebpf, *on, tp, btf.as_ref());
+                }
+            }
+            match r {
                 Ok(()) => {
                     attached += 1;
                     println!("floor-attached {hook} {tp}{tail}");
                 }
                 Err(e) => println!("floor-missing {hook}{tail} {e:#}"),
-            }
-            for on in counting {
-                attach_counting(&mut ebpf, *on, tp, btf.as_ref());
             }
         }
     }

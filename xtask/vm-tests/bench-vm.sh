@@ -6,10 +6,12 @@
 #   tool-error CONFIG TEXT
 #   startup TOOL MS
 #
-# Usage: bench-vm.sh ROUNDS SECONDS PHASES CONFIGS [STARTUPS]
+# Usage: bench-vm.sh ROUNDS SECONDS PHASES CONFIGS [STARTUPS [FLOOR_ROUNDS]]
 #   PHASES: comma list of floor, workload, startup
 #   CONFIGS: comma list of none, fentry, kprobe, light, bpftrace, funclatency
 #   STARTUPS: start-up measurements per tool (default 3; `cargo xtask bench` asks for 5)
+#   FLOOR_ROUNDS: rounds of the floor phase (default ROUNDS; `cargo xtask bench` asks for
+#   twice ROUNDS)
 # Needs /lab/bench-probe, /lab/bursty, /lab/ppscope.o (the eBPF object); bpftrace and
 # funclatency where the configs name them.
 set -u
@@ -19,6 +21,7 @@ SECS=$2
 PHASES=$3
 CONFIGS=$(echo "$4" | tr , ' ')
 STARTUPS=${5:-3}
+FLOOR_ROUNDS=${6:-$ROUNDS}
 OBJ=/lab/ppscope.o
 BT_SCRIPT=/tmp/pp.bt
 # No workload run may take more than this (a stuck one is a "nan" row, not a lost run). The
@@ -153,10 +156,11 @@ run_workload() {
 if has_phase floor; then
     # light runs beside the fentry floors: its programs' time per page is set against the
     # empty fentry programs on the per-page functions it leaves alone, and against empty
-    # programs on its own per-event hooks (what a program there costs at all). ROUNDS windows
-    # per backend, the order turning each round: one window moved a ratio by ±0.15 under TCG.
+    # programs on its own per-event hooks (what a program there costs at all). FLOOR_ROUNDS
+    # windows per backend, the order turning each round: under TCG one window's ratio moved
+    # by ±0.2 from the next, within one boot as between boots.
     r=1
-    while [ "$r" -le "$ROUNDS" ]; do
+    while [ "$r" -le "$FLOOR_ROUNDS" ]; do
     case $((r % 3)) in 1) order="fentry kprobe light" ;; 2) order="kprobe light fentry" ;; *) order="light fentry kprobe" ;; esac
     for b in $order; do
         echo "floor-begin $b"

@@ -165,11 +165,11 @@ const PROBE_COST_WHY: &str = "\
   and 1.07× in one run and 1.70× and 1.74× in the next, of the same tree. Since then the
   floor is the mean of three copies (`FLOOR_COPIES`, `xtask/src/bench/mod.rs`), the counting
   column's program has three copies too, and the ratio is ppscope against that floor window
-  by window, the median over windows with their range. In a probe-cost run of the tree that
-  brought it, the fentry ratios stayed within 1.28–1.31× (`alloc`) and 1.69–1.72×
-  (`recycle`) over three windows, where the experiment's windows against one copy gave
-  1.11–1.67× and 1.43–1.70×. ppscope's own programs are one load a window: their placement
-  averages out over windows only.
+  by window, the median over windows with their range. Windows still move, ppscope's
+  programs being one load a window: in three boots of one build, two windows each, a row's
+  ratio moved by up to ±0.25 from one window to the next, within a boot as much as between
+  boots (fentry `recycle` 1.51–2.04×, `alloc` 1.23–1.63×). So the lab runs six windows a
+  backend (two a round), and a row missed or met by less than about 0.1 is not a finding.
 - **What counting at all costs.** The table's last column is a program that adds one to a
   per-CPU array slot and does nothing else, on the same hook over the same packets (on the
   kprobe recycle a pair that hands the call's arguments over first: see that row's paragraph
@@ -184,13 +184,11 @@ const PROBE_COST_WHY: &str = "\
   verifier inlines, a compare, an increment); the pool's hash entry is looked up only when
   the slot switches pools (`ebpf/src/pool.rs`). What is left is about twenty instructions
   over the floor (the slot's index, its lookup, the pool's compare, the increment and the
-  pace of the entry's touch, where one add has a lookup and an increment). With the floor's
-  copies (the probe-cost run above, three windows): fentry `alloc` 1.28–1.31× (one add
-  1.09–1.15×), `alloc_frag` 1.02–1.22× (met); kprobe `alloc` 1.12–1.63× and `alloc_frag`
-  1.32–1.53× (one add 1.13–1.28× and 1.11–1.25×). The kprobe and fentry programs run the
-  same instructions after the argument's load (the object's disassembly), but in this lab the
-  same work costs more on a kprobe (one add: 37 ns over the empty kprobe, 22 ns over the
-  empty fentry) over a cheaper floor (133 ns against 167); not explained.
+  pace of the entry's touch, where one add has a lookup and an increment); the kprobe and
+  fentry programs run the same instructions after the argument's load (the object's
+  disassembly). Probe-cost runs with the floor's copies put these rows at 1.20–1.50× (run
+  medians), one add at 1.03–1.24×: what separates them from the target is within the
+  windows' movement (above).
 - `recycle`: one fexit on fentry; where the page went is learnt after the call. A page that
   left the pool went through the `page_release` tracepoint on the same CPU inside the call,
   whose program marks it (`RELEASE_MARK`, on when the recycle is hooked and `page_release` is
@@ -213,8 +211,8 @@ const PROBE_COST_WHY: &str = "\
   (`--backend kprobe` puts `page_release` on its kprobe, so the marks are off and the page's
   `pp` is read too) from 4.41× to 2.18× and 2.25×. What is left is the CPU's slot and the release
   mark, two per-CPU array lookups the verifier inlines, the ring-full run's histogram when a
-  run ends, and a few compares: against the floor's three copies (the probe-cost run above)
-  1.69–1.72× over three windows, one add 1.08–1.11×, so the miss is the body's, not the
+  run ends, and a few compares: with the floor's copies 1.70× and 1.74× (the medians of two
+  probe-cost runs), one add 1.08× and 1.16×, so the miss is the body's, not the
   measurement's. Keeping the mark in the CPU's slot (one lookup fewer, the
   switch left in its own map) was tried: 1.82× in a probe-cost run, no better; not kept.
   Nor is reading the page's `pp` instead of the marks (the kprobe pair's way, now one load
@@ -231,12 +229,12 @@ const PROBE_COST_WHY: &str = "\
   calls): that pair 1.35–1.68×; the same with ppscope's frame (the task checked, a helper call
   on each side) 1.54–1.91×; with the pool's slot counted too 1.68–2.23×; ppscope's pair
   2.11–3.75× (the cache's count, its top slot and the page's `pp` read through the casts, the
-  rest). Against the floor's three copies (the probe-cost run above) the counting pair came
-  out at 1.24–1.34× (a median of 1.28×) and ppscope's at 2.56–3.83× (3.09×): the handover
-  and one add take about the whole 25% the target allows, so a kprobe pair that counts what
-  its entry was handed meets it by a hair at best on this hook (that part is the backend's),
-  and ppscope's own part above the counting pair, 2.4× it, is the larger: the frame's task
-  check, the pool's slot and the reads. What removes the backend's part is a program that
+  rest). With the floor's copies (two probe-cost runs, three windows each) the counting pair
+  came out at 1.28× and 1.33× (run medians; 1.22–1.34× a window) and ppscope's at 3.09× and
+  2.31×: the handover and one add take about the whole 25% the target allows, so a kprobe
+  pair that counts what its entry was handed meets it by a hair at best on this hook (that
+  part is the backend's), and ppscope's own part above the counting pair, 1.7–2.4× it, is
+  the larger: the frame's task check, the pool's slot and the reads. What removes the backend's part is a program that
   sees the arguments at the return: an fexit, which ppscope uses wherever the kernel has
   trampolines (the fentry row). A kprobe session (Linux 6.10+: one program run at entry and
   at return) would shrink it, its per-call cookie (8 bytes) needing no map lookup or task

@@ -51,6 +51,7 @@ pub fn run(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
         phases.push("startup");
     }
     let rounds = args.rounds.unwrap_or(if args.quick { 1 } else { 3 });
+    let floor_rounds = if args.quick { rounds } else { 2 * rounds };
     let secs = if args.quick { 2 } else { 4 };
     let mut configs = vec!["none", "fentry", "kprobe", "light"];
     let mut run = VmRun::new(crate::workspace_root().join("xtask/vm-tests/bench-vm.sh"));
@@ -93,10 +94,16 @@ pub fn run(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
         // anywhere from 1.8 to 2.9 s (STARTUP_WHY in report.rs), so a median of three moved
         // by more than most changes to the start-up do.
         (if args.quick { 1 } else { 5 }).to_string(),
+        // Probe-cost windows: twice the rounds. One window's ratio moved by ±0.2 from the
+        // next under TCG, within a boot as between boots (2026-12-05: three boots of two
+        // windows each), where the targets are decided by a few hundredths; a window of the
+        // three backends takes about 75 s. The smoke run keeps one.
+        floor_rounds.to_string(),
     ];
     eprintln!(
-        "bench: VM lab ({}), {rounds} round(s) of {secs} s, configs {}",
+        "bench: VM lab ({}), {rounds} round(s) of {secs} s ({} of probe cost), configs {}",
         phases.join(", "),
+        floor_rounds,
         configs.join(", ")
     );
     let out = run_script(&run)?;

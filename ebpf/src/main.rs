@@ -45,8 +45,8 @@ pub(crate) fn config() -> &'static ProbeConfig {
     // see into: it then cannot tell which static the pointer is to and fold the default
     // values in, and loads each field where it is used. (A volatile copy of the whole config
     // loaded all its fields, 35 loads, at every call in every program; a volatile read of the
-    // address took a store and a load on the stack at every call, 23 in the recycle's fexit,
-    // where the `asm!` leaves one address the compiler may keep in a register.) To the
+    // address took a store and a load on the stack at every call, six in the recycle's
+    // fexit, where the `asm!` leaves an address the compiler may keep in a register: two.) To the
     // verifier the fields are known constants: aya freezes the read-only section before load,
     // which is what lets `kmem::Typed` use them as offsets.
     let mut at: *const ProbeConfig = &PPSCOPE_CONFIG;

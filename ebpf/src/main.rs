@@ -41,21 +41,14 @@ static PPSCOPE_CONFIG: ProbeConfig = ProbeConfig::DEFAULT;
 
 #[inline(always)]
 pub(crate) fn config() -> &'static ProbeConfig {
-    // Only the global's address is hidden, passed through an empty `asm!` the compiler cannot
-    // see into: it then cannot tell which static the pointer is to and fold the default
-    // values in, and loads each field where it is used. (A volatile copy of the whole config
-    // loaded all its fields, 35 loads, at every call in every program; a volatile read of the
-    // address took a store and a load on the stack at every call, six in the recycle's
-    // fexit, where the `asm!` leaves an address the compiler may keep in a register: two.) To the
-    // verifier the fields are known constants: aya freezes the read-only section before load,
-    // which is what lets `kmem::Typed` use them as offsets.
-    let mut at: *const ProbeConfig = &PPSCOPE_CONFIG;
-    // SAFETY: an empty template (the operand named in a comment): no instruction, no memory
-    // touched; the pointer is to a static that lives for the program's run.
-    unsafe {
-        core::arch::asm!("/* {0} */", inout(reg) at, options(pure, nomem, nostack));
-        &*at
-    }
+    // Only the global's address is read volatile: the compiler then cannot tell which static
+    // it points to and fold the default values in, and loads each field where it is used. (A
+    // volatile copy of the whole config loaded all its fields, 35 loads, at every call in
+    // every program.) To the verifier the fields are known constants: aya freezes the
+    // read-only section before load, which is what lets `kmem::Typed` use them as offsets.
+    let at: *const ProbeConfig = &PPSCOPE_CONFIG;
+    // SAFETY: a read of a local; the pointer is to a static that lives for the program's run.
+    unsafe { &*core::ptr::read_volatile(&at) }
 }
 
 #[cfg(not(test))]

@@ -1,7 +1,7 @@
 #!/bin/sh
 # VM lab script for `cargo xtask bench`: what ppscope costs the workload, next to bpftrace and
 # libbpf-tools funclatency, on the lab's emulated (TCG) CPUs. Prints lines the host parses:
-#   floor-begin BACKEND / bench-probe's lines / floor-end BACKEND (ROUNDS windows each)
+#   floor-begin BACKEND / bench-probe's lines / floor-end BACKEND (FLOOR_ROUNDS windows each)
 #   result WORKLOAD CONFIG ROUND MBIT_S CPU_PERCENT
 #   tool-error CONFIG TEXT
 #   startup TOOL MS
@@ -158,7 +158,7 @@ if has_phase floor; then
     # empty fentry programs on the per-page functions it leaves alone, and against empty
     # programs on its own per-event hooks (what a program there costs at all). FLOOR_ROUNDS
     # windows per backend, the order turning each round: under TCG one window's ratio moved
-    # by ±0.2 from the next, within one boot as between boots.
+    # by up to ±0.25 from the next, within one boot as between boots.
     r=1
     while [ "$r" -le "$FLOOR_ROUNDS" ]; do
     case $((r % 3)) in 1) order="fentry kprobe light" ;; 2) order="kprobe light fentry" ;; *) order="light fentry kprobe" ;; esac

@@ -275,10 +275,11 @@ pub fn parse_prog_lines(text: &str) -> ProgRuns {
     m
 }
 
-/// Calls (a copy's, the fewest of `names`) and ns per call summed over `names`, each the mean
-/// of its copies (`bench-probe`'s `FLOOR_COPIES`: one program's figure moves with where it
-/// was loaded; ppscope's programs have one copy); None when there are no names or one of
-/// them never ran.
+/// Calls and ns per call summed over `names`: each name's copies taken together (`FLOOR_COPIES`:
+/// one program's figure moves with where it was loaded; ppscope's programs have one copy),
+/// its calls the copies' mean and its ns per call their total over their calls (the copies'
+/// mean, as they run over the same calls); the calls are the fewest of `names`'. None when
+/// there are no names or one of them never ran.
 pub fn per_call(m: &ProgRuns, names: &[&str]) -> Option<(u64, f64)> {
     if names.is_empty() {
         return None;

@@ -28,10 +28,11 @@ pub const NAMES: &[&str] = &["probe-cost", "workload", "agent", "startup", "simu
 
 /// How many copies of each empty (and counting) program `bench-probe floor` runs in a window,
 /// each from its own load of the object; the floor is their mean. In the VM lab (TCG,
-/// 2026-12-05, 24 windows of a hook) the dearest of three copies of one empty program, over
-/// the same calls of one window, cost a median 1.17× the cheapest, 1.92× at most, and no
-/// place in the hook's list was dearer across windows: under TCG what a program costs
-/// depends on where it was loaded, which changes with every load.
+/// 2026-12-05: three hooks of each of fentry and kprobe, four windows each, so 24 hook
+/// windows) the dearest of three copies of one empty program, over the same calls of one
+/// window, cost a median 1.17× the cheapest, 1.92× at most, and no place in the hook's list
+/// of programs was the dearer across windows: under TCG what a program costs depends on
+/// where it was loaded, which changes with every load.
 pub const FLOOR_COPIES: usize = 3;
 
 #[derive(Args, Debug, Default, Clone)]
@@ -54,7 +55,8 @@ pub struct BenchArgs {
     /// nothing is written unless this is given).
     #[arg(long, value_name = "PATH")]
     pub output: Option<PathBuf>,
-    /// Alternating rounds of the workload benchmark (default 3; 1 with --quick).
+    /// Alternating rounds of the workload benchmark (default 3; 1 with --quick); the VM
+    /// lab's probe cost runs twice as many windows (as many with --quick).
     #[arg(long)]
     pub rounds: Option<u32>,
     /// The agent benchmark's pool counts (default 1,100,1000,10000; 1,10 with --quick): one

@@ -157,19 +157,21 @@ const PROBE_COST_WHY: &str = "\
 
 - **How the floor is measured.** Three copies of one empty program, each loaded on its own
   and attached to the same hook beside ppscope's, ran over the same calls in the VM lab on
-  2026-12-05 (four windows a backend, one copy loaded before the floor and one after it; not
-  kept): the dearest of the three cost a median 1.17× the cheapest, 1.92× at most, and no
+  2026-12-05 (four windows a backend; of the three copies, one was attached before the
+  bench's own empty program and one after it, so each sat at a different place in the hook's
+  list of programs; not kept): the dearest of the three cost a median 1.17× the cheapest, 1.92× at most, and no
   place in the hook's list was the dearer across windows. Under TCG what a program costs
   moves with where it was loaded, which changes with every load, and a ratio to one copy
   moved with it: the one-add program on fentry `alloc` and `alloc_frag` came out at 1.21×
   and 1.07× in one run and 1.70× and 1.74× in the next, of the same tree. Since then the
-  floor is the mean of three copies (`FLOOR_COPIES`, `xtask/src/bench/mod.rs`), the counting
-  column's program has three copies too, and the ratio is ppscope against that floor window
+  floor is the mean of three copies (`FLOOR_COPIES`, `xtask/src/bench/mod.rs`), a row's
+  counting program has three copies too, and the ratio is ppscope against that floor window
   by window, the median over windows with their range. Windows still move, ppscope's
   programs being one load a window: in three boots of one build, two windows each, a row's
-  ratio moved by up to ±0.25 from one window to the next, within a boot as much as between
-  boots (fentry `recycle` 1.51–2.04×, `alloc` 1.23–1.63×). So the lab runs six windows a
-  backend (two a round), and a row missed or met by less than about 0.1 is not a finding.
+  ratio moved by about ±0.25 from one window to the next, within a boot as much as between
+  boots (fentry `recycle` 1.51–2.04×, `alloc` 1.23–1.63×). So the lab runs twice as many
+  probe-cost windows as rounds (six at the default three), and a row missed or met by less
+  than about 0.1 is not a finding.
 - **What counting at all costs.** The table's last column is a program that adds one to a
   per-CPU array slot and does nothing else, on the same hook over the same packets (on the
   kprobe recycle a pair that hands the call's arguments over first: see that row's paragraph
@@ -186,9 +188,9 @@ const PROBE_COST_WHY: &str = "\
   over the floor (the slot's index, its lookup, the pool's compare, the increment and the
   pace of the entry's touch, where one add has a lookup and an increment); the kprobe and
   fentry programs run the same instructions after the argument's load (the object's
-  disassembly). Probe-cost runs with the floor's copies put these rows at 1.20–1.50× (run
-  medians), one add at 1.03–1.24×: what separates them from the target is within the
-  windows' movement (above).
+  disassembly). Two probe-cost runs with the floor's copies put these rows at 1.20–1.50×
+  (run medians of three windows), one add at 1.03–1.24×; the table's windows are the
+  figure.
 - `recycle`: one fexit on fentry; where the page went is learnt after the call. A page that
   left the pool went through the `page_release` tracepoint on the same CPU inside the call,
   whose program marks it (`RELEASE_MARK`, on when the recycle is hooked and `page_release` is
@@ -211,9 +213,14 @@ const PROBE_COST_WHY: &str = "\
   (`--backend kprobe` puts `page_release` on its kprobe, so the marks are off and the page's
   `pp` is read too) from 4.41× to 2.18× and 2.25×. What is left is the CPU's slot and the release
   mark, two per-CPU array lookups the verifier inlines, the ring-full run's histogram when a
-  run ends, and a few compares: with the floor's copies 1.70× and 1.74× (the medians of two
-  probe-cost runs), one add 1.08× and 1.16×, so the miss is the body's, not the
-  measurement's. Keeping the mark in the CPU's slot (one lookup fewer, the
+  run ends, and a few compares: with the floor's copies 1.70× (a probe-cost run, three
+  windows) and 1.71× (six windows beside another build, below), one add 1.08–1.22× in the
+  runs since, so the miss is the body's, not the measurement's. Handing the programs the
+  config's address through an empty `asm!` instead of a volatile read (a store and a load
+  on the stack fewer at each of the recycle's six uses) was priced side by side on
+  2026-12-05, two `diagnose` instances over the same recycles, six windows, the two taking
+  turns to start first: 1.77× against 1.71× without, the dearer in five windows of six; not
+  kept. Keeping the mark in the CPU's slot (one lookup fewer, the
   switch left in its own map) was tried: 1.82× in a probe-cost run, no better; not kept.
   Nor is reading the page's `pp` instead of the marks (the kprobe pair's way, now one load
   through the cast): two fentry instances side by side in the VM lab on 2026-12-05, one
@@ -234,14 +241,14 @@ const PROBE_COST_WHY: &str = "\
   2.31×: the handover and one add take about the whole 25% the target allows, so a kprobe
   pair that counts what its entry was handed meets it by a hair at best on this hook (that
   part is the backend's), and ppscope's own part above the counting pair, 1.7–2.4× it, is
-  the larger: the frame's task check, the pool's slot and the reads. What removes the backend's part is a program that
-  sees the arguments at the return: an fexit, which ppscope uses wherever the kernel has
-  trampolines (the fentry row). A kprobe session (Linux 6.10+: one program run at entry and
-  at return) would shrink it, its per-call cookie (8 bytes) needing no map lookup or task
-  check, but still carries only part of what the return needs; not measured here, and aya
-  0.14 cannot attach one. Of ppscope's part, the task check (a helper call on each side,
-  0.2× in the pricing runs) could give way to the stack pointer, which on x86-64 is the
-  entry's plus 8 at the return; not tried.
+  the larger: the frame's task check, the pool's slot and the reads. What removes the
+  backend's part is a program that sees the arguments at the return: an fexit, which
+  ppscope uses wherever the kernel has trampolines (the fentry row). A kprobe session
+  (Linux 6.10+: one program run at entry and at return) would shrink it, its per-call
+  cookie (8 bytes) needing no map lookup or task check, but still carries only part of what
+  the return needs; not measured here, and aya 0.14 cannot attach one. Of ppscope's part,
+  the task check (a helper call on each side, 0.2× in the pricing runs) could give way to
+  the stack pointer, which on x86-64 is the entry's plus 8 at the return; not tried.
 - `page_hold`, `page_release` (host tracepoints): `page_release` now runs as `tp_btf`
   (`tb_state_release`) where the kernel allows tracing programs, this host included (it
   refuses fentry, not `tp_btf`): the pool arrives typed and the ring's state is plain loads
@@ -578,24 +585,22 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
         }
         let _ = writeln!(s);
         for place in ["host", "VM (TCG)"] {
-            let spreads: Vec<f64> = r
+            // Per row: the copies' spread over its windows.
+            let spreads: Vec<&Spread> = r
                 .probe_cost
                 .iter()
                 .filter(|p| p.place == place)
                 .filter_map(|p| p.floor_copies.as_ref())
-                .flat_map(|c| [c.min, c.median, c.max])
                 .collect();
-            let rows = r.probe_cost.iter().filter(|p| p.place == place);
-            let medians: Vec<f64> = rows
-                .filter_map(|p| p.floor_copies.as_ref().map(|c| c.median))
-                .collect();
-            if let (Some(all), Some(med)) = (Spread::of(&spreads), Spread::of(&medians)) {
+            let medians: Vec<f64> = spreads.iter().map(|c| c.median).collect();
+            let widest = spreads.iter().map(|c| c.max).fold(f64::NAN, f64::max);
+            if let Some(med) = Spread::of(&medians) {
                 let _ = writeln!(
                     s,
-                    "- {place}: of the copies of a hook's empty program, over the same calls of \
-                     one window, the dearest cost {:.2}× the cheapest (the median over hooks), \
-                     {:.2}× at most.",
-                    med.median, all.max
+                    "- {place}: of the copies of a hook's empty program (the kprobe recycle's: \
+                     pair), over the same calls of one window, the dearest cost {:.2}× the \
+                     cheapest (the median over hooks), {widest:.2}× at most.",
+                    med.median
                 );
             }
         }

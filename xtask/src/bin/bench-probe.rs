@@ -132,26 +132,23 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
                 };
                 // Copy by copy, each copy's empty programs and then its counting ones: the
                 // copies sit at different places in the hook's list too.
-                let mut r: Result<()> = Ok(());
-                for ebpf in &mut copies {
-                    r = r.and_then(|()| {
-                        empty
+                let results = copies
+                    .iter_mut()
+                    .map(|ebpf| {
+                        let r = empty
                             .into_iter()
                             .filter(|on| !on.prog().is_empty())
-                            .try_for_each(|on| attach_on(ebpf, on, sym, btf.as_ref()))
-                    });
-                    if backend != "light" {
-                        for on in counting[usize::from(!typed)] {
-                            attach_counting(ebpf, *on, sym, btf.as_ref());
+                            .try_for_each(|on| attach_on(ebpf, on, sym, btf.as_ref()));
+                        if r.is_ok() && backend != "light" {
+                            for on in counting[usize::from(!typed)] {
+                                attach_counting(ebpf, *on, sym, btf.as_ref());
+                            }
                         }
-                    }
-                }
-                match r {
-                    Ok(()) => {
-                        attached += 1;
-                        println!("floor-attached {hook} {sym}");
-                    }
-                    Err(e) => println!("floor-missing {hook} {e:#}"),
+                        r
+                    })
+                    .collect();
+                if report_copies(hook, sym, results) {
+                    attached += 1;
                 }
             }
         }
@@ -159,24 +156,21 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
         other => bail!("unknown backend {other} (fentry, kprobe, tracepoint, light)"),
     }
     if backend == "light" {
-        let r = first_present(&syms, REFILL)
-            .context("refill not in kallsyms")
-            .and_then(|sym| {
-                copies.iter_mut().try_for_each(|ebpf| {
-                    attach_on(ebpf, On::Fexit("bench_fx_refill"), sym, btf.as_ref())
-                })
-            });
-        match r {
-            Ok(()) => println!("floor-attached refill page_pool_refill_alloc_cache"),
-            Err(e) => println!("floor-missing refill {e:#}"),
+        match first_present(&syms, REFILL) {
+            Some(sym) => {
+                let results = copies
+                    .iter_mut()
+                    .map(|ebpf| attach_on(ebpf, On::Fexit("bench_fx_refill"), sym, btf.as_ref()))
+                    .collect();
+                report_copies("refill", sym, results);
+            }
+            None => println!("floor-missing refill not in kallsyms"),
         }
-        let r = copies
+        let results = copies
             .iter_mut()
-            .try_for_each(|ebpf| attach_on(ebpf, On::Raw("bench_tp_drops"), "kfree_skb", None));
-        match r {
-            Ok(()) => println!("floor-attached drops kfree_skb"),
-            Err(e) => println!("floor-missing drops {e:#}"),
-        }
+            .map(|ebpf| attach_on(ebpf, On::Raw("bench_tp_drops"), "kfree_skb", None))
+            .collect();
+        report_copies("drops", "kfree_skb", results);
     }
     if backend == "tracepoint" {
         // ppscope's page_release runs as tp_btf where the kernel allows it: its floor and its
@@ -204,19 +198,20 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
                 &[],
             ),
         ] {
-            let mut r: Result<()> = Ok(());
-            for ebpf in &mut copies {
-                r = r.and_then(|()| attach_on(ebpf, on, tp, btf.as_ref()));
-                for on in counting {
-                    attach_counting(ebpf, *on, tp, btf.as_ref());
-                }
-            }
-            match r {
-                Ok(()) => {
-                    attached += 1;
-                    println!("floor-attached {hook} {tp}{tail}");
-                }
-                Err(e) => println!("floor-missing {hook}{tail} {e:#}"),
+            let results = copies
+                .iter_mut()
+                .map(|ebpf| {
+                    let r = attach_on(ebpf, on, tp, btf.as_ref());
+                    if r.is_ok() {
+                        for on in counting {
+                            attach_counting(ebpf, *on, tp, btf.as_ref());
+                        }
+                    }
+                    r
+                })
+                .collect();
+            if report_copies(hook, &format!("{tp}{tail}"), results) {
+                attached += 1;
             }
         }
     }
@@ -293,6 +288,37 @@ fn attach_on(ebpf: &mut Ebpf, on: On, target: &str, btf: Option<&Btf>) -> Result
         }
     }
     Ok(())
+}
+
+/// Says how a hook's empty programs attached, one result per copy: `floor-attached HOOK
+/// TARGET` when every copy did (` (N of M copies)` added when only some did), and a
+/// `floor-missing HOOK TARGET: ERROR` line with the first error when one did not (the
+/// benchmark shows those as notes; a row is still made from the copies that ran). True when
+/// any copy attached.
+fn report_copies(hook: &str, target: &str, results: Vec<Result<()>>) -> bool {
+    let copies = results.len();
+    let mut ok = 0;
+    let mut first_error = None;
+    for r in results {
+        match r {
+            Ok(()) => ok += 1,
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    if ok > 0 {
+        let some = if ok < copies {
+            format!(" ({ok} of {copies} copies)")
+        } else {
+            String::new()
+        };
+        println!("floor-attached {hook} {target}{some}");
+    }
+    if let Some(e) = first_error {
+        println!("floor-missing {hook} {target}: {e:#}");
+    }
+    ok > 0
 }
 
 /// A counting program beside the empty ones (one add, or half of the kprobe recycle's counting

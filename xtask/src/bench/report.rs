@@ -159,19 +159,19 @@ const PROBE_COST_WHY: &str = "\
   and attached to the same hook beside ppscope's, ran over the same calls in the VM lab on
   2026-12-05 (four windows a backend; of the three copies, one was attached before the
   bench's own empty program and one after it, so each sat at a different place in the hook's
-  list of programs; not kept): the dearest of the three cost a median 1.17× the cheapest, 1.92× at most, and no
-  place in the hook's list was the dearer across windows. Under TCG what a program costs
-  moves with where it was loaded, which changes with every load, and a ratio to one copy
-  moved with it: the one-add program on fentry `alloc` and `alloc_frag` came out at 1.21×
-  and 1.07× in one run and 1.70× and 1.74× in the next, of the same tree. Since then the
-  floor is the mean of three copies (`FLOOR_COPIES`, `xtask/src/bench/mod.rs`), a row's
+  list of programs; not kept): the dearest of the three cost a median 1.17× the cheapest,
+  1.92× at most, and no place in the list was the dearer across windows. Under TCG what a
+  program costs moves with where it was loaded, which changes with every load, and a ratio to
+  one copy moved with it: the one-add program on fentry `alloc` and `alloc_frag` came out at
+  1.21× and 1.07× in one run and 1.70× and 1.74× in the next, of the same tree. Since then
+  the floor is the mean of three copies (`FLOOR_COPIES`, `xtask/src/bench/mod.rs`), a row's
   counting program has three copies too, and the ratio is ppscope against that floor window
-  by window, the median over windows with their range. Windows still move, ppscope's
-  programs being one load a window: in three boots of one build, two windows each, a row's
-  ratio moved by about ±0.25 from one window to the next, within a boot as much as between
-  boots (fentry `recycle` 1.51–2.04×, `alloc` 1.23–1.63×). So the lab runs twice as many
-  probe-cost windows as rounds (six at the default three), and a row missed or met by less
-  than about 0.1 is not a finding.
+  by window, the median over windows with their range. Windows still move, ppscope's programs
+  being one load a window: in three boots of one build, two windows each, a row's ratio moved
+  by about ±0.25 from one window to the next, within a boot as much as between boots (fentry
+  `recycle` 1.51–2.04×, `alloc` 1.23–1.63×). So the lab runs twice as many probe-cost windows
+  as rounds (six at the default three), and a row missed or met by less than about 0.1 is not
+  a finding.
 - **What counting at all costs.** The table's last column is a program that adds one to a
   per-CPU array slot and does nothing else, on the same hook over the same packets (on the
   kprobe recycle a pair that hands the call's arguments over first: see that row's paragraph

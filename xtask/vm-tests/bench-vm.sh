@@ -11,7 +11,7 @@
 #   CONFIGS: comma list of none, fentry, kprobe, light, bpftrace, funclatency
 #   STARTUPS: start-up measurements per tool (default 3; `cargo xtask bench` asks for 5)
 #   FLOOR_ROUNDS: rounds of the floor phase (default ROUNDS; `cargo xtask bench` asks for
-#   twice ROUNDS)
+#   twice ROUNDS, ROUNDS with --quick)
 # Needs /lab/bench-probe, /lab/bursty, /lab/ppscope.o (the eBPF object); bpftrace and
 # funclatency where the configs name them.
 set -u
@@ -158,7 +158,8 @@ if has_phase floor; then
     # empty fentry programs on the per-page functions it leaves alone, and against empty
     # programs on its own per-event hooks (what a program there costs at all). FLOOR_ROUNDS
     # windows per backend, the order turning each round: under TCG one window's ratio moved
-    # by up to ±0.25 from the next, within one boot as between boots.
+    # by about ±0.25 from the next (more on the kprobe pair), within one boot as between
+    # boots.
     r=1
     while [ "$r" -le "$FLOOR_ROUNDS" ]; do
     case $((r % 3)) in 1) order="fentry kprobe light" ;; 2) order="kprobe light fentry" ;; *) order="light fentry kprobe" ;; esac

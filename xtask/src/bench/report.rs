@@ -168,10 +168,10 @@ const PROBE_COST_WHY: &str = "\
   counting program has three copies too, and the ratio is ppscope against that floor window
   by window, the median over windows with their range. Windows still move, ppscope's programs
   being one load a window: in three boots of one build, two windows each, a row's ratio moved
-  by about ±0.25 from one window to the next, within a boot as much as between boots (fentry
-  `recycle` 1.51–2.04×, `alloc` 1.23–1.63×). So the lab runs twice as many probe-cost windows
-  as rounds (six at the default three), and a row missed or met by less than about 0.1 is not
-  a finding.
+  by about ±0.25 from one window to the next, more on the kprobe pair, within a boot as much
+  as between boots (fentry `recycle` 1.51–2.04×, `alloc` 1.23–1.63×). So the lab runs twice
+  as many probe-cost windows as rounds (six at the default three), and a VM row missed or met
+  by less than about 0.1 is not a finding.
 - **What counting at all costs.** The table's last column is a program that adds one to a
   per-CPU array slot and does nothing else, on the same hook over the same packets (on the
   kprobe recycle a pair that hands the call's arguments over first: see that row's paragraph
@@ -213,9 +213,10 @@ const PROBE_COST_WHY: &str = "\
   (`--backend kprobe` puts `page_release` on its kprobe, so the marks are off and the page's
   `pp` is read too) from 4.41× to 2.18× and 2.25×. What is left is the CPU's slot and the release
   mark, two per-CPU array lookups the verifier inlines, the ring-full run's histogram when a
-  run ends, and a few compares: with the floor's copies 1.70× (a probe-cost run, three
-  windows) and 1.71× (six windows beside another build, below), one add 1.08–1.22× in the
-  runs since, so the miss is the body's, not the measurement's. Handing the programs the
+  run ends, and a few compares: with the floor's copies 1.70–1.89× (run medians of two
+  probe-cost runs, two full runs and the six windows beside another build below; in the
+  table's run 1.65–2.16× a window), one add 1.08–1.22× (run medians), so the miss is the
+  body's, not the measurement's. Handing the programs the
   config's address through an empty `asm!` instead of a volatile read (a store and a load
   on the stack fewer at each of the recycle's six uses) was priced side by side on
   2026-12-05, two `diagnose` instances over the same recycles, six windows, the two taking
@@ -285,13 +286,16 @@ const PROBE_COST_WHY: &str = "\
   check itself at most once a second per pool and CPU). Rare while a pool
   is healthy, per page under ring-full churn. What is left is those few memory operations;
   the raw program (kernels that refuse `tp_btf`) reads each field through `bpf_rdonly_cast`
-  (a helper call each on a kernel without it).
+  (a helper call each on a kernel without it). In the full run of 2026-12-05 with the floor's
+  copies `page_release` came out at 1.90× (57–69 ns a run against 46–51 in the two full runs
+  before), its floor and one add where they always were (33 and 40 ns), where the same
+  programs gave 1.59× in the committed run before it: the host is shared with other work.
 - `--detail light` attaches nothing per page, nothing per NAPI poll (`napi_poll` was two
   thirds of its time: a poll is one a packet when traffic is light) and no timing of returned
   pages (`page_return`). What it runs: one fexit per refill (up to 64 pages), the slow path
   per batch, `page_hold`/`page_release` per page entering or leaving the pool, `kfree_skb` per
   drop. The per-program list above is where its time goes; its ratio moves with the traffic
-  (quick runs of this tree: 0.26–0.51×, as the workload drove the pools into more or fewer
+  (earlier quick runs: 0.26–0.51×, as the workload drove the pools into more or fewer
   slow paths and ring-full returns). Under TCG a rare program pays for being rare: an empty
   fexit on the refill cost 0.4–0.6 µs a run against 0.15 µs for the same empty program on
   the allocation, which runs 80 times as often, and programs that run a handful of times in a

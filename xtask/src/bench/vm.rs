@@ -94,8 +94,8 @@ pub fn run(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
         // anywhere from 1.8 to 2.9 s (STARTUP_WHY in report.rs), so a median of three moved
         // by more than most changes to the start-up do.
         (if args.quick { 1 } else { 5 }).to_string(),
-        // Probe-cost windows: twice the rounds. One window's ratio moved by up to ±0.25 from
-        // the next under TCG, within a boot as between boots (2026-12-05: three boots of two
+        // Probe-cost windows: twice the rounds. One window's ratio moved by about ±0.25 from
+        // the next under TCG (more on the kprobe pair), within a boot as between boots (2026-12-05: three boots of two
         // windows each), where the targets are decided by a few hundredths; a window of the
         // three backends takes about 75 s. The smoke run keeps the rounds' count.
         floor_rounds.to_string(),
@@ -136,8 +136,9 @@ fn floor_windows<'a>(output: &'a str, backend: &str) -> Vec<&'a str> {
 /// Reads the script's lines into the results.
 pub fn parse(output: &str, configs: &[&str], res: &mut Results) {
     // Probe cost: the lines between floor-begin and floor-end of each backend, one window per
-    // round of the floor phase. --detail light: all of ppscope's programs per page against the empty fentry
-    // programs on the per-page functions (allocation and recycle), over the same packets.
+    // round of the floor phase. --detail light: all of ppscope's programs per page against the
+    // empty fentry programs on the per-page functions (allocation and recycle), over the same
+    // packets.
     for backend in ["fentry", "kprobe", "light"] {
         let windows = floor_windows(output, backend);
         if windows.is_empty() {

@@ -9,8 +9,10 @@
 //!   hot hooks, [`FLOOR_COPIES`] copies of each (and of each counting program), keeps
 //!   `BPF_ENABLE_STATS` on for SECONDS, then prints `prog NAME RUNS RUN_NS` for every program
 //!   on the system that ran (ppscope's, running beside it, and every copy of the floors, in
-//!   the order they were loaded), `floor-attached HOOK` lines, and first a
-//!   `ppscope-prog NAME` line for each of ppscope's own programs in the object.
+//!   the order they were loaded), `floor-attached HOOK TARGET` lines (` (N of M copies)`
+//!   when only some copies attached), `floor-missing HOOK TARGET: ERROR` lines, a
+//!   `floor-attached count PROGRAM` line per counting copy, and first a `ppscope-prog NAME`
+//!   line for each of ppscope's own programs in the object.
 //! - `bench-probe xdp OBJECT DEV...`: attaches `xdp_pass` to every DEV (gives each veth its
 //!   page_pools), prints `attached N`, and holds them until killed.
 //! - `bench-probe udp ADDR...`: sends one datagram to port 9 of every ADDR (the first packet
@@ -139,6 +141,13 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
                             .into_iter()
                             .filter(|on| !on.prog().is_empty())
                             .try_for_each(|on| attach_on(ebpf, on, sym, btf.as_ref()));
+                        if r.is_err() {
+                            // Half a pair would run alone and pair with the next copy's other
+                            // half in the benchmark's count of copies: none of it runs.
+                            for on in empty {
+                                unload(ebpf, on);
+                            }
+                        }
                         if r.is_ok() && backend != "light" {
                             for on in counting[usize::from(!typed)] {
                                 attach_counting(ebpf, *on, sym, btf.as_ref());
@@ -251,6 +260,20 @@ impl On<'_> {
             On::Fentry(p) | On::Fexit(p) | On::Kprobe(p) | On::Raw(p) | On::TpBtf(p) => p,
         }
     }
+}
+
+/// Unloads `on`'s program, and so detaches it, if it was loaded.
+fn unload(ebpf: &mut Ebpf, on: On) {
+    let Some(program) = ebpf.program_mut(on.prog()) else {
+        return;
+    };
+    let _ = match on {
+        On::Fentry(_) => <&mut FEntry>::try_from(program).map(|p| p.unload()),
+        On::Fexit(_) => <&mut FExit>::try_from(program).map(|p| p.unload()),
+        On::Kprobe(_) => <&mut KProbe>::try_from(program).map(|p| p.unload()),
+        On::Raw(_) => <&mut RawTracePoint>::try_from(program).map(|p| p.unload()),
+        On::TpBtf(_) => <&mut BtfTracePoint>::try_from(program).map(|p| p.unload()),
+    };
 }
 
 /// Loads `on`'s program and attaches it to `target` (a kernel function, or a tracepoint's

@@ -35,7 +35,7 @@ fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let ebpf_dir = manifest.parent().unwrap().join("ebpf");
     let common_dir = manifest.parent().unwrap().join("common");
-    for p in ["src", "Cargo.toml", "Cargo.lock"] {
+    for p in ["src", "build.rs", "Cargo.toml", "Cargo.lock"] {
         println!("cargo:rerun-if-changed={}", ebpf_dir.join(p).display());
     }
     println!(

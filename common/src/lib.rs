@@ -738,10 +738,12 @@ pub struct SiteStats {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Frame {
-    /// The entry's task: `bpf_get_current_pid_tgid()` with [`Frame::OPEN`] set; 0 when the
-    /// frame is free. An exit on another task (the caller migrated, or a nested call consumed
-    /// the frame) finds no match and is not classified, rather than misattributed.
-    pub pid_tgid: u64,
+    /// Who opened the frame; 0 when it is free. The entry's task (`bpf_get_current_pid_tgid()`
+    /// with [`Frame::OPEN`] set), or for a kprobe pair that knows its call by the stack (the
+    /// single recycle's) the stack pointer at the call (`frames::Owner` in `ebpf/`). An exit
+    /// of another task or call (the caller migrated, or a nested call consumed the frame)
+    /// finds no match and is not classified, rather than misattributed.
+    pub owner: u64,
     pub pool: u64,
     pub netmem: u64,
     pub start_ns: u64,
@@ -750,7 +752,7 @@ pub struct Frame {
 }
 
 impl Frame {
-    /// Set in an open frame's `pid_tgid`: a softirq on an idle CPU runs in the idle task,
+    /// Set in an open task frame's `owner`: a softirq on an idle CPU runs in the idle task,
     /// whose pid_tgid is 0, the free frame's mark: without the bit, a call entered there
     /// (a NAPI poll's recycles and bulk frees on a quiet host) was never taken back at its
     /// exit, and went uncounted. A tgid is below 2^22, so the bit is never a task's own.

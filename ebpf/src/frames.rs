@@ -1,10 +1,17 @@
 //! Entry/exit frames: an entry program opens its site's per-CPU frame, the exit program of the
-//! same task takes it back (see `Frame` for how a stale or foreign frame is rejected).
+//! same call takes it back (see `Frame` for how a stale or foreign frame is rejected).
 
-use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns};
+use aya_ebpf::{
+    bindings::pt_regs,
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+};
 use ppscope_common::Frame;
 
-use crate::{kmem::now_ns, maps::FRAMES, pool::site_record};
+use crate::{
+    kmem::now_ns,
+    maps::FRAMES,
+    pool::{put, site_record},
+};
 
 #[inline(always)]
 fn frame(site: u32) -> Option<&'static mut Frame> {
@@ -12,49 +19,111 @@ fn frame(site: u32) -> Option<&'static mut Frame> {
     FRAMES.get_ptr_mut(site).map(|f| unsafe { &mut *f })
 }
 
-/// What an open frame of this task holds in `pid_tgid` (see `Frame::OPEN`).
-#[inline(always)]
-fn this_task() -> u64 {
-    bpf_get_current_pid_tgid() | Frame::OPEN
+/// Who opened a frame, and so who may take it back: what `Frame::owner` holds.
+#[derive(Clone, Copy)]
+pub(crate) enum Owner {
+    /// The task: its exit, and any program of the task inside the call (`own_frame`: a
+    /// release inside a bulk recycle), find the frame. A helper call on each side.
+    Task,
+    /// A kprobe pair's call, by the stack pointer in the registers its program was handed
+    /// (see [`Owner::call`]): a load on each side instead of a helper call.
+    Stack(u64),
 }
+
+impl Owner {
+    /// The owner of a kprobe pair's frame, from the registers the kprobe or the kretprobe was
+    /// handed. The return runs on the stack the call was made on, one return address above
+    /// where the entry saw it: x86-64's `ret` popped it, and the kernel's return trampoline
+    /// hands the return handler that stack pointer (`arch_rethook_trampoline_callback`). A
+    /// nested call (a softirq's recycle inside a task's) is deeper on the same stack or on
+    /// another, and another task's on another stack: neither is taken for this call's. Where
+    /// this code does not know the registers' layout (every BPF target but x86-64's, whose
+    /// `pt_regs` aya-ebpf's bindings give by architecture), by the task, as before.
+    #[inline(always)]
+    pub(crate) fn call(regs: *mut pt_regs) -> Owner {
+        #[cfg(bpf_target_arch = "x86_64")]
+        {
+            // SAFETY: the program's context, the registers it was handed.
+            Owner::Stack(unsafe { (*regs).rsp })
+        }
+        #[cfg(not(bpf_target_arch = "x86_64"))]
+        {
+            let _ = regs;
+            Owner::Task
+        }
+    }
+
+    /// What an open frame of this owner holds in `owner` (never 0: see `Frame::OPEN`; a stack
+    /// pointer is a kernel address).
+    #[inline(always)]
+    fn mark(self) -> u64 {
+        match self {
+            Owner::Task => bpf_get_current_pid_tgid() | Frame::OPEN,
+            Owner::Stack(sp) => sp,
+        }
+    }
+
+    /// Whether an open frame marked `opened` is this owner's: the same task, or a stack
+    /// pointer at most [`RETURN_SP_ABOVE`] bytes above the entry's.
+    #[inline(always)]
+    fn owns(self, opened: u64) -> bool {
+        opened != 0
+            && match self {
+                Owner::Task => opened == self.mark(),
+                Owner::Stack(sp) => sp.wrapping_sub(opened) <= RETURN_SP_ABOVE,
+            }
+    }
+}
+
+/// How far above the entry's stack pointer a return's may be and still be the same call's:
+/// one return address on x86-64 (8 bytes), with room for a kernel whose trampoline reports it
+/// a word further; a nested call's entry is deeper (below), another stack far away.
+const RETURN_SP_ABOVE: u64 = 16;
 
 /// This task's open frame for `site`, left open. A free frame is told without the helper
 /// call: most programs that look are not inside such a call.
 #[inline(always)]
 pub(crate) fn own_frame(site: u32) -> Option<&'static mut Frame> {
     let f = frame(site)?;
-    (f.pid_tgid != 0 && f.pid_tgid == this_task()).then_some(f)
+    Owner::Task.owns(f.owner).then_some(f)
 }
 
+/// Opens `owner`'s frame for `site`. The fields are written one by one (`put!`): plain
+/// stores of the two zeros side by side were merged into a call of the object's `memset`, a
+/// byte-at-a-time loop, on every kprobe recycle's entry (`llvm-objdump` of `pp_put_entry`).
 #[inline(always)]
-pub(crate) fn open_frame(site: u32, pool: u64, netmem: u64, with_time: bool) {
+pub(crate) fn open_frame(site: u32, owner: Owner, pool: u64, netmem: u64, with_time: bool) {
     if let Some(f) = frame(site) {
-        f.pid_tgid = this_task();
-        f.pool = pool;
-        f.netmem = netmem;
-        f.released = 0;
         // SAFETY: helper without arguments.
-        f.start_ns = if with_time {
+        let start_ns = if with_time {
             unsafe { bpf_ktime_get_ns() }
         } else {
             0
         };
+        put!(f.owner, owner.mark());
+        put!(f.pool, pool);
+        put!(f.netmem, netmem);
+        put!(f.released, 0);
+        put!(f.start_ns, start_ns);
     }
 }
 
-/// Takes this task's open frame for `site`, if it is still there.
+/// Takes `owner`'s open frame for `site`, if it is still there.
 #[inline(always)]
-pub(crate) fn close_frame(site: u32) -> Option<Frame> {
-    let f = own_frame(site)?;
+pub(crate) fn close_frame(site: u32, owner: Owner) -> Option<Frame> {
+    let f = frame(site)?;
+    if !owner.owns(f.owner) {
+        return None;
+    }
     let taken = *f;
-    f.pid_tgid = 0;
+    f.owner = 0;
     Some(taken)
 }
 
 /// Closes a timed frame of a whole-site hook and records it.
 #[inline(always)]
 pub(crate) fn on_site_exit(frame_site: u32, stat: u32, value: Option<i64>) {
-    if let Some(f) = close_frame(frame_site) {
+    if let Some(f) = close_frame(frame_site, Owner::Task) {
         site_record(stat, now_ns().saturating_sub(f.start_ns), value);
     }
 }

@@ -10,11 +10,11 @@ use aya_ebpf::{
 };
 use ppscope_common::{site, site_stat};
 
-use crate::frames::{on_site_exit, open_frame};
+use crate::frames::{on_site_exit, open_frame, Owner};
 
 #[kprobe]
 pub fn dm_dontneed_entry(_ctx: ProbeContext) -> u32 {
-    open_frame(site::DONTNEED, 0, 0, true);
+    open_frame(site::DONTNEED, Owner::Task, 0, 0, true);
     0
 }
 
@@ -30,7 +30,7 @@ pub fn dm_dontneed_exit(ctx: RetProbeContext) -> u32 {
 
 #[fentry]
 pub fn fe_dontneed_entry(_ctx: FEntryContext) -> u32 {
-    open_frame(site::DONTNEED, 0, 0, true);
+    open_frame(site::DONTNEED, Owner::Task, 0, 0, true);
     0
 }
 

@@ -9,11 +9,11 @@ use aya_ebpf::{
 };
 use ppscope_common::{site, site_stat};
 
-use crate::frames::{on_site_exit, open_frame};
+use crate::frames::{on_site_exit, open_frame, Owner};
 
 #[kprobe]
 pub fn dm_free_entry(_ctx: ProbeContext) -> u32 {
-    open_frame(site::DEVMEM_FREE, 0, 0, true);
+    open_frame(site::DEVMEM_FREE, Owner::Task, 0, 0, true);
     0
 }
 
@@ -25,7 +25,7 @@ pub fn dm_free_exit(_ctx: RetProbeContext) -> u32 {
 
 #[fentry]
 pub fn fe_devmem_free_entry(_ctx: FEntryContext) -> u32 {
-    open_frame(site::DEVMEM_FREE, 0, 0, true);
+    open_frame(site::DEVMEM_FREE, Owner::Task, 0, 0, true);
     0
 }
 

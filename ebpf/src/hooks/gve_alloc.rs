@@ -8,11 +8,11 @@ use aya_ebpf::{
 };
 use ppscope_common::{site, site_stat};
 
-use crate::frames::{on_site_exit, open_frame};
+use crate::frames::{on_site_exit, open_frame, Owner};
 
 #[kprobe]
 pub fn gve_alloc_entry(_ctx: ProbeContext) -> u32 {
-    open_frame(site::GVE_ALLOC, 0, 0, true);
+    open_frame(site::GVE_ALLOC, Owner::Task, 0, 0, true);
     0
 }
 

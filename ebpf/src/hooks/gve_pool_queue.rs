@@ -10,14 +10,14 @@ use aya_ebpf::{
 use ppscope_common::site;
 
 use crate::{
-    frames::{close_frame, open_frame},
+    frames::{close_frame, open_frame, Owner},
     kmem::{arg, gve_queue_of_rx},
     maps::GVE_POOL_QUEUE,
 };
 
 #[inline(always)]
 fn on_gve_create_exit(pool: u64) {
-    let Some(f) = close_frame(site::GVE_CREATE) else {
+    let Some(f) = close_frame(site::GVE_CREATE, Owner::Task) else {
         return;
     };
     // Error pointers (-4095..-1) are not pools.
@@ -32,7 +32,7 @@ fn on_gve_create_exit(pool: u64) {
 /// `gve_rx_create_page_pool(priv, rx, ...)` returns the pool of queue `rx->q_num`.
 #[kprobe]
 pub fn gve_create_entry(ctx: ProbeContext) -> u32 {
-    open_frame(site::GVE_CREATE, 0, arg(&ctx, 1), false);
+    open_frame(site::GVE_CREATE, Owner::Task, 0, arg(&ctx, 1), false);
     0
 }
 

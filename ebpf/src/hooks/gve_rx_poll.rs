@@ -10,7 +10,7 @@ use ppscope_common::site;
 
 use crate::{
     config,
-    frames::{close_frame, open_frame},
+    frames::{close_frame, open_frame, Owner},
     kmem::{arg, gve_queue_of_rx, now_ns, read_field},
     maps::{GVE_POLL, ZERO_SITE},
     pool::site_add,
@@ -18,7 +18,7 @@ use crate::{
 
 #[inline(always)]
 fn on_gve_poll_exit(work: i64) {
-    let Some(f) = close_frame(site::GVE_POLL) else {
+    let Some(f) = close_frame(site::GVE_POLL, Owner::Task) else {
         return;
     };
     // The frame's `pool` slot carries the queue number here.
@@ -43,7 +43,7 @@ pub fn gve_poll_entry(ctx: ProbeContext) -> u32 {
     let o = &config().offsets;
     let rx = read_field::<u64>(arg(&ctx, 0), o.gve_block_rx).unwrap_or(0);
     let queue = gve_queue_of_rx(rx).unwrap_or(u32::MAX);
-    open_frame(site::GVE_POLL, queue as u64, 0, true);
+    open_frame(site::GVE_POLL, Owner::Task, queue as u64, 0, true);
     0
 }
 

@@ -11,11 +11,11 @@ use aya_ebpf::{
 };
 use ppscope_common::{site, site_stat};
 
-use crate::frames::{on_site_exit, open_frame};
+use crate::frames::{on_site_exit, open_frame, Owner};
 
 #[kprobe]
 pub fn pp_return_entry(_ctx: ProbeContext) -> u32 {
-    open_frame(site::PAGE_RETURN, 0, 0, true);
+    open_frame(site::PAGE_RETURN, Owner::Task, 0, 0, true);
     0
 }
 
@@ -27,7 +27,7 @@ pub fn pp_return_exit(_ctx: RetProbeContext) -> u32 {
 
 #[fentry]
 pub fn fe_return_entry(_ctx: FEntryContext) -> u32 {
-    open_frame(site::PAGE_RETURN, 0, 0, true);
+    open_frame(site::PAGE_RETURN, Owner::Task, 0, 0, true);
     0
 }
 

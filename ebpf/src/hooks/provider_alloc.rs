@@ -13,14 +13,14 @@ use aya_ebpf::{
 use ppscope_common::{site, site_stat};
 
 use crate::{
-    frames::{close_frame, open_frame},
+    frames::{close_frame, open_frame, Owner},
     kmem::{arg, now_ns},
     pool::{counters, site_record},
 };
 
 #[inline(always)]
 fn on_provider_alloc_exit() {
-    let Some(f) = close_frame(site::PROVIDER_ALLOC) else {
+    let Some(f) = close_frame(site::PROVIDER_ALLOC, Owner::Task) else {
         return;
     };
     let elapsed = now_ns().saturating_sub(f.start_ns);
@@ -33,7 +33,7 @@ fn on_provider_alloc_exit() {
 
 #[kprobe]
 pub fn pp_mp_entry(ctx: ProbeContext) -> u32 {
-    open_frame(site::PROVIDER_ALLOC, arg(&ctx, 0), 0, true);
+    open_frame(site::PROVIDER_ALLOC, Owner::Task, arg(&ctx, 0), 0, true);
     0
 }
 
@@ -45,7 +45,13 @@ pub fn pp_mp_exit(_ctx: RetProbeContext) -> u32 {
 
 #[fentry]
 pub fn fe_mp_entry(ctx: FEntryContext) -> u32 {
-    open_frame(site::PROVIDER_ALLOC, ctx.arg::<u64>(0), 0, true);
+    open_frame(
+        site::PROVIDER_ALLOC,
+        Owner::Task,
+        ctx.arg::<u64>(0),
+        0,
+        true,
+    );
     0
 }
 
@@ -57,7 +63,13 @@ pub fn fx_mp_exit(_ctx: FExitContext) -> u32 {
 
 #[fentry]
 pub fn fe_mp_entry_2(ctx: FEntryContext) -> u32 {
-    open_frame(site::PROVIDER_ALLOC, ctx.arg::<u64>(0), 0, true);
+    open_frame(
+        site::PROVIDER_ALLOC,
+        Owner::Task,
+        ctx.arg::<u64>(0),
+        0,
+        true,
+    );
     0
 }
 

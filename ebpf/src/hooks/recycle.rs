@@ -20,7 +20,7 @@ use ppscope_common::{site, KernelOffsets, OFFSET_UNKNOWN};
 
 use crate::{
     config,
-    frames::{close_frame, open_frame},
+    frames::{close_frame, open_frame, Owner},
     kmem::{arg, read_cast, PoolRead, Probed, Typed},
     pool::{close_run, hot, take_release_mark, Hist, Hot},
 };
@@ -106,15 +106,24 @@ fn on_put_exit<R: PoolRead>(pool: u64, netmem: u64) {
     *in_cache += cached as u64;
 }
 
+// The pair knows its call by the stack (`Owner::call`), not the task: a load on each side
+// instead of a helper call, on every page recycled. The rarer pairs (refill, slow path, bulk
+// recycle, whose frame `page_release` looks up by the task) keep the task.
 #[kprobe]
 pub fn pp_put_entry(ctx: ProbeContext) -> u32 {
-    open_frame(site::PUT, arg(&ctx, 0), arg(&ctx, 1), false);
+    open_frame(
+        site::PUT,
+        Owner::call(ctx.regs),
+        arg(&ctx, 0),
+        arg(&ctx, 1),
+        false,
+    );
     0
 }
 
 #[kretprobe]
-pub fn pp_put_exit(_ctx: RetProbeContext) -> u32 {
-    if let Some(f) = close_frame(site::PUT) {
+pub fn pp_put_exit(ctx: RetProbeContext) -> u32 {
+    if let Some(f) = close_frame(site::PUT, Owner::call(ctx.regs)) {
         on_put_exit::<Probed>(f.pool, f.netmem);
     }
     0

@@ -13,7 +13,7 @@ use ppscope_common::site;
 
 use crate::{
     config,
-    frames::{close_frame, open_frame},
+    frames::{close_frame, open_frame, Owner},
     kmem::{arg, read_cast, read_word},
     pool::counters,
 };
@@ -24,7 +24,7 @@ fn bulk_entry(pool: u64, count: u64) {
         c.bulk_calls += 1;
         c.bulk_pages += count;
     }
-    open_frame(site::BULK, pool, 0, false);
+    open_frame(site::BULK, Owner::Task, pool, 0, false);
 }
 
 /// The pool of a bulk free without a pool argument: the first netmem names it (bit 0 marks a
@@ -38,7 +38,7 @@ fn bulk_pool(data: u64) -> u64 {
 
 #[inline(always)]
 fn on_bulk_exit() {
-    if let Some(f) = close_frame(site::BULK) {
+    if let Some(f) = close_frame(site::BULK, Owner::Task) {
         if let Some(c) = counters(f.pool) {
             c.bulk_released += f.released;
         }

@@ -12,7 +12,7 @@ use ppscope_common::site;
 
 use crate::{
     config,
-    frames::{close_frame, open_frame},
+    frames::{close_frame, open_frame, Owner},
     kmem::{arg, PoolRead, Probed, Typed},
     pool::{
         file, hot_unnamed, record_state, refresh_device, touch_counters, Hist, Hot, REFILL_WEIGHT,
@@ -115,13 +115,13 @@ const FILE_FILL_EVERY: u64 = 8;
 
 #[kprobe]
 pub fn pp_refill_entry(ctx: ProbeContext) -> u32 {
-    open_frame(site::REFILL, arg(&ctx, 0), 0, false);
+    open_frame(site::REFILL, Owner::Task, arg(&ctx, 0), 0, false);
     0
 }
 
 #[kretprobe]
 pub fn pp_refill_exit(ctx: RetProbeContext) -> u32 {
-    if let Some(f) = close_frame(site::REFILL) {
+    if let Some(f) = close_frame(site::REFILL, Owner::Task) {
         on_refill_exit::<Probed>(f.pool, ctx.ret::<u64>());
     }
     0

@@ -10,14 +10,14 @@ use aya_ebpf::{
 use ppscope_common::site;
 
 use crate::{
-    frames::{close_frame, open_frame},
+    frames::{close_frame, open_frame, Owner},
     kmem::{arg, now_ns, Probed},
     pool::{counters, file, record_state, Hist},
 };
 
 #[inline(always)]
 fn on_slow_exit() {
-    let Some(f) = close_frame(site::SLOW) else {
+    let Some(f) = close_frame(site::SLOW, Owner::Task) else {
         return;
     };
     let elapsed = now_ns().saturating_sub(f.start_ns);
@@ -35,7 +35,7 @@ fn on_slow_exit() {
 
 #[kprobe]
 pub fn pp_slow_entry(ctx: ProbeContext) -> u32 {
-    open_frame(site::SLOW, arg(&ctx, 0), 0, true);
+    open_frame(site::SLOW, Owner::Task, arg(&ctx, 0), 0, true);
     0
 }
 
@@ -47,7 +47,7 @@ pub fn pp_slow_exit(_ctx: RetProbeContext) -> u32 {
 
 #[fentry]
 pub fn fe_slow_entry(ctx: FEntryContext) -> u32 {
-    open_frame(site::SLOW, ctx.arg::<u64>(0), 0, true);
+    open_frame(site::SLOW, Owner::Task, ctx.arg::<u64>(0), 0, true);
     0
 }
 

@@ -230,8 +230,8 @@ const PROBE_COST_WHY: &str = "\
   reading `pp`, the `pp` read the slower in three windows of four, within noise: no better;
   the marks stay.
 - `recycle` on kprobes: a kretprobe's registers no longer hold the arguments, so the entry
-  hands the pool and the page to the return in a per-CPU frame, checked against the task
-  (`ebpf/src/frames.rs`). The last column's pair (`bench_ckp_put` + `bench_ckrp_put`) does that
+  hands the pool and the page to the return in a per-CPU frame (`ebpf/src/frames.rs`),
+  checked against the task until 2026-12-05, against the stack pointer at the call since. The last column's pair (`bench_ckp_put` + `bench_ckrp_put`) does that
   handover and one add. Pairs priced beside ppscope's in the VM lab on 2026-12-05 (two runs of
   three kprobe windows, not kept; each pair as a ratio to the empty pair, over the same
   calls): that pair 1.35–1.68×; the same with ppscope's frame (the task checked, a helper call
@@ -248,8 +248,17 @@ const PROBE_COST_WHY: &str = "\
   (Linux 6.10+: one program run at entry and at return) would shrink it, its per-call
   cookie (8 bytes) needing no map lookup or task check, but still carries only part of what
   the return needs; not measured here, and aya 0.14 cannot attach one. Of ppscope's part,
-  the task check (a helper call on each side, 0.2× in the pricing runs) could give way to
-  the stack pointer, which on x86-64 is the entry's plus 8 at the return; not tried.
+  two pieces went on 2026-12-05. The entry wrote its frame's two zero fields through a call
+  of the object's `memset`, a loop storing a byte at a time (the compiler had merged the two
+  stores; `llvm-objdump` of `pp_put_entry`): the fields are now written one by one. And the
+  task check, a helper call on each side, gave way to the stack pointer in the registers
+  (`frames::Owner`: on x86-64 the return's is the entry's plus 8). Priced side by side in the
+  VM lab: three `diagnose --backend kprobe` instances over the same recycles (the build
+  before, the fields alone, both), six windows, taking turns to start first, the floors in
+  three copies; against the empty pair, the median over windows (and range): 2.57×
+  (2.12–3.43) before, 2.15× (1.98–2.19) with the fields written one by one, 1.94×
+  (1.81–2.54) with the stack as well, the cheapest of the three in five windows of six
+  (the counting pair 1.35×); the entry alone went from 395 ns a run to 244 and 227.
 - `page_hold`, `page_release` (host tracepoints): `page_release` now runs as `tp_btf`
   (`tb_state_release`) where the kernel allows tracing programs, this host included (it
   refuses fentry, not `tp_btf`): the pool arrives typed and the ring's state is plain loads

@@ -288,8 +288,7 @@ pub fn per_call(m: &ProgRuns, names: &[&str]) -> Option<(u64, f64)> {
     let mut calls = u64::MAX;
     for n in names {
         let copies = m.get(*n)?;
-        let runs: u64 = copies.iter().map(|c| c.0).sum();
-        let ns: u64 = copies.iter().map(|c| c.1).sum();
+        let (runs, ns) = copies_total(copies);
         if runs == 0 {
             return None;
         }
@@ -297,6 +296,13 @@ pub fn per_call(m: &ProgRuns, names: &[&str]) -> Option<(u64, f64)> {
         calls = calls.min(runs / copies.len() as u64);
     }
     Some((calls, total))
+}
+
+/// One name's copies taken together: their runs and their ns, each summed.
+fn copies_total(copies: &[(u64, u64)]) -> (u64, u64) {
+    copies
+        .iter()
+        .fold((0, 0), |(runs, ns), c| (runs + c.0, ns + c.1))
 }
 
 /// The dearest of `names`' copies against the cheapest, ns per call (copy `k` of each name
@@ -347,12 +353,7 @@ pub fn light_cost_row(place: &str, windows: &[String], res: &mut Results) {
         let ran: Vec<(&String, (u64, u64))> = m
             .iter()
             .filter(|(name, _)| ours_names.contains(&name.as_str()))
-            .map(|(name, c)| {
-                (
-                    name,
-                    (c.iter().map(|c| c.0).sum(), c.iter().map(|c| c.1).sum()),
-                )
-            })
+            .map(|(name, c)| (name, copies_total(c)))
             .collect();
         let total_ns: u64 = ran.iter().map(|(_, (_, ns))| ns).sum();
         for (name, (runs, ns)) in ran {
@@ -362,10 +363,8 @@ pub fn light_cost_row(place: &str, windows: &[String], res: &mut Results) {
         }
         // The empty programs on light's own hooks, per page (both must have run).
         // (The mean of each program's copies.)
-        let empty = ["bench_fx_refill", "bench_tp_drops"].map(|p| {
-            m.get(p)
-                .map(|c| c.iter().map(|c| c.1).sum::<u64>() as f64 / c.len() as f64)
-        });
+        let empty = ["bench_fx_refill", "bench_tp_drops"]
+            .map(|p| m.get(p).map(|c| copies_total(c).1 as f64 / c.len() as f64));
         if let [Some(refill), Some(drops)] = empty {
             hooks_floor.push((refill + drops) / allocs as f64);
         }

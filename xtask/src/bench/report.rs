@@ -597,7 +597,14 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
             );
         }
         let _ = writeln!(s);
-        for place in ["host", "VM (TCG)"] {
+        // Each place the table has a row of, in the table's order.
+        let mut places: Vec<&str> = Vec::new();
+        for p in &r.probe_cost {
+            if !places.contains(&p.place.as_str()) {
+                places.push(&p.place);
+            }
+        }
+        for place in places {
             // Per row: the copies' spread over its windows.
             let spreads: Vec<&Spread> = r
                 .probe_cost

@@ -95,9 +95,10 @@ pub fn run(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
         // by more than most changes to the start-up do.
         (if args.quick { 1 } else { 5 }).to_string(),
         // Probe-cost windows: twice the rounds. One window's ratio moved by about ±0.25 from
-        // the next under TCG (more on the kprobe pair), within a boot as between boots (2026-12-05: three boots of two
-        // windows each), where the targets are decided by a few hundredths; a window of the
-        // three backends takes about 75 s. The smoke run keeps the rounds' count.
+        // the next under TCG (more on the kprobe pair), within a boot as between boots
+        // (2026-12-05: three boots of two windows each), where the targets are decided by a
+        // few hundredths; a window of the three backends takes about 75 s. The smoke run
+        // keeps the rounds' count.
         floor_rounds.to_string(),
     ];
     eprintln!(

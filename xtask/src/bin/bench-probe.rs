@@ -134,29 +134,25 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
                 };
                 // Copy by copy, each copy's empty programs and then its counting ones: the
                 // copies sit at different places in the hook's list too.
-                let results = copies
-                    .iter_mut()
-                    .map(|ebpf| {
-                        let r = empty
-                            .into_iter()
-                            .filter(|on| !on.prog().is_empty())
-                            .try_for_each(|on| attach_on(ebpf, on, sym, btf.as_ref()));
-                        if r.is_err() {
-                            // Half a pair would run alone and pair with the next copy's other
-                            // half in the benchmark's count of copies: none of it runs.
-                            for on in empty {
-                                unload(ebpf, on);
-                            }
+                let any = attach_copies(&mut copies, hook, sym, |ebpf| {
+                    let r = empty
+                        .into_iter()
+                        .filter(|on| !on.prog().is_empty())
+                        .try_for_each(|on| attach_on(ebpf, on, sym, btf.as_ref()));
+                    if r.is_err() {
+                        // Half a pair would run alone and pair with the next copy's other
+                        // half in the benchmark's count of copies: none of it runs.
+                        for on in empty {
+                            unload(ebpf, on);
                         }
-                        if r.is_ok() && backend != "light" {
-                            for on in counting[usize::from(!typed)] {
-                                attach_counting(ebpf, *on, sym, btf.as_ref());
-                            }
+                    } else if backend != "light" {
+                        for on in counting[usize::from(!typed)] {
+                            attach_counting(ebpf, *on, sym, btf.as_ref());
                         }
-                        r
-                    })
-                    .collect();
-                if report_copies(hook, sym, results) {
+                    }
+                    r
+                });
+                if any {
                     attached += 1;
                 }
             }
@@ -167,19 +163,15 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
     if backend == "light" {
         match first_present(&syms, REFILL) {
             Some(sym) => {
-                let results = copies
-                    .iter_mut()
-                    .map(|ebpf| attach_on(ebpf, On::Fexit("bench_fx_refill"), sym, btf.as_ref()))
-                    .collect();
-                report_copies("refill", sym, results);
+                attach_copies(&mut copies, "refill", sym, |ebpf| {
+                    attach_on(ebpf, On::Fexit("bench_fx_refill"), sym, btf.as_ref())
+                });
             }
             None => println!("floor-missing refill not in kallsyms"),
         }
-        let results = copies
-            .iter_mut()
-            .map(|ebpf| attach_on(ebpf, On::Raw("bench_tp_drops"), "kfree_skb", None))
-            .collect();
-        report_copies("drops", "kfree_skb", results);
+        attach_copies(&mut copies, "drops", "kfree_skb", |ebpf| {
+            attach_on(ebpf, On::Raw("bench_tp_drops"), "kfree_skb", None)
+        });
     }
     if backend == "tracepoint" {
         // ppscope's page_release runs as tp_btf where the kernel allows it: its floor and its
@@ -207,19 +199,16 @@ fn floor(object: &str, backend: &str, secs: u64) -> Result<()> {
                 &[],
             ),
         ] {
-            let results = copies
-                .iter_mut()
-                .map(|ebpf| {
-                    let r = attach_on(ebpf, on, tp, btf.as_ref());
-                    if r.is_ok() {
-                        for on in counting {
-                            attach_counting(ebpf, *on, tp, btf.as_ref());
-                        }
+            let any = attach_copies(&mut copies, hook, &format!("{tp}{tail}"), |ebpf| {
+                let r = attach_on(ebpf, on, tp, btf.as_ref());
+                if r.is_ok() {
+                    for on in counting {
+                        attach_counting(ebpf, *on, tp, btf.as_ref());
                     }
-                    r
-                })
-                .collect();
-            if report_copies(hook, &format!("{tp}{tail}"), results) {
+                }
+                r
+            });
+            if any {
                 attached += 1;
             }
         }
@@ -311,6 +300,18 @@ fn attach_on(ebpf: &mut Ebpf, on: On, target: &str, btf: Option<&Btf>) -> Result
         }
     }
     Ok(())
+}
+
+/// Attaches a hook's empty programs in every copy, one copy after the other (`attach` does
+/// one copy), and says how that went ([`report_copies`]). True when any copy attached.
+fn attach_copies(
+    copies: &mut [Ebpf],
+    hook: &str,
+    target: &str,
+    attach: impl FnMut(&mut Ebpf) -> Result<()>,
+) -> bool {
+    let results = copies.iter_mut().map(attach).collect();
+    report_copies(hook, target, results)
 }
 
 /// Says how a hook's empty programs attached, one result per copy: `floor-attached HOOK

@@ -83,6 +83,13 @@ fn main() {
         .env_remove("RUSTC_WORKSPACE_WRAPPER")
         .env_remove("CARGO_BUILD_TARGET")
         .env_remove("RUSTDOC");
+    // The programs run on the agent's kernel: aya-ebpf and the crate read a kprobe's
+    // registers by that architecture (`bpf_target_arch`), which would otherwise be taken
+    // from the build machine's (a cross-built agent).
+    println!("cargo:rerun-if-env-changed=CARGO_CFG_TARGET_ARCH");
+    if let Ok(arch) = env::var("CARGO_CFG_TARGET_ARCH") {
+        cmd.env("AYA_BPF_TARGET_ARCH", arch);
+    }
     for (k, _) in env::vars() {
         if k.starts_with("CARGO_FEATURE_") || k.starts_with("CARGO_CFG_") {
             cmd.env_remove(k);

@@ -36,9 +36,9 @@ impl Owner {
     /// where the entry saw it: x86-64's `ret` popped it, and the kernel's return trampoline
     /// hands the return handler that stack pointer (`arch_rethook_trampoline_callback`). A
     /// nested call (a softirq's recycle inside a task's) is deeper on the same stack or on
-    /// another, and another task's on another stack: neither is taken for this call's. Where
-    /// this code does not know the registers' layout (every BPF target but x86-64's, whose
-    /// `pt_regs` aya-ebpf's bindings give by architecture), by the task, as before.
+    /// another, and another task's on another stack: neither is taken for this call's. On
+    /// other architectures (`bpf_target_arch`: the agent's, `agent/build.rs`), by the task,
+    /// as before: where their return's stack pointer sits against the entry's is unchecked.
     #[inline(always)]
     pub(crate) fn call(regs: *mut pt_regs) -> Owner {
         #[cfg(bpf_target_arch = "x86_64")]

@@ -351,6 +351,8 @@ pub(crate) const SWITCH_AFTER: u64 = 8;
 
 /// Writes in program order (LLVM keeps volatile stores in order; x86 keeps stores in order):
 /// what makes a bracketed fold readable (see `HotSlot`; the NAPI slots fold with it too).
+/// Volatile stores are also never merged: plain stores of zeros side by side can become a
+/// call of the object's byte-at-a-time `memset` (`frames::open_frame`).
 macro_rules! put {
     ($place:expr, $value:expr) => {
         // SAFETY: a field of a map value this program holds.

@@ -508,8 +508,8 @@ fn vm_sid_fentry_and_kprobe_match_each_other_and_the_kernel() {
 /// marked apart from the pid (`Frame::OPEN`), 0 read as a free frame and those recycles went
 /// uncounted (16-23 of the kernel's 26 in lab runs of 50 pings; 41 of 51 in this test). Keyed
 /// by the stack pointer at the call since (`frames::Owner`), these recycles run on the
-/// idle task's stack or the IRQ stack; a return taken for another call's counts none (a
-/// build that wanted the return's stack pointer equal to the entry's counted 0 of 51). Each
+/// idle task's stack or the IRQ stack; a rule that never matched a return to its entry
+/// would count nothing here (one requiring equal stack pointers counted 0 of 51). Each
 /// pool is held to the kernel's own counters of the same window, which the report carries.
 #[test]
 #[ignore = "boots the VM lab: run through `cargo xtask test`"]

@@ -302,8 +302,9 @@ fn attach_on(ebpf: &mut Ebpf, on: On, target: &str, btf: Option<&Btf>) -> Result
     Ok(())
 }
 
-/// Attaches a hook's empty programs in every copy, one copy after the other (`attach` does
-/// one copy), and says how that went ([`report_copies`]). True when any copy attached.
+/// Attaches a hook's programs in every copy, one copy after the other (`attach` does one
+/// copy: its empty programs, and the counting ones beside them), and says how the empty
+/// programs attached ([`report_copies`]). True when any copy attached.
 fn attach_copies(
     copies: &mut [Ebpf],
     hook: &str,

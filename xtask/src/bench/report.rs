@@ -214,9 +214,9 @@ const PROBE_COST_WHY: &str = "\
   `pp` is read too) from 4.41× to 2.18× and 2.25×. What is left is the CPU's slot and the release
   mark, two per-CPU array lookups the verifier inlines, the ring-full run's histogram when a
   run ends, and a few compares: with the floor's copies 1.70–1.89× (run medians of two
-  probe-cost runs, two full runs and the six windows beside another build below; in the
-  table's run 1.65–2.16× a window), one add 1.08–1.22× (run medians), so the miss is the
-  body's, not the measurement's. Handing the programs the
+  probe-cost runs, three full runs and the six windows beside another build below; in the
+  table's run 1.82×, 1.53–2.41× a window), one add 1.08–1.22× (run medians), so the miss is
+  the body's, not the measurement's. Handing the programs the
   config's address through an empty `asm!` instead of a volatile read (a store and a load
   on the stack fewer at each of the recycle's six uses) was priced side by side on
   2026-12-05, two `diagnose` instances over the same recycles, six windows, the two taking
@@ -230,35 +230,41 @@ const PROBE_COST_WHY: &str = "\
   reading `pp`, the `pp` read the slower in three windows of four, within noise: no better;
   the marks stay.
 - `recycle` on kprobes: a kretprobe's registers no longer hold the arguments, so the entry
-  hands the pool and the page to the return in a per-CPU frame (`ebpf/src/frames.rs`),
-  checked against the task until 2026-12-05, against the stack pointer at the call since. The last column's pair (`bench_ckp_put` + `bench_ckrp_put`) does that
-  handover and one add. Pairs priced beside ppscope's in the VM lab on 2026-12-05 (two runs of
-  three kprobe windows, not kept; each pair as a ratio to the empty pair, over the same
-  calls): that pair 1.35–1.68×; the same with ppscope's frame (the task checked, a helper call
-  on each side) 1.54–1.91×; with the pool's slot counted too 1.68–2.23×; ppscope's pair
-  2.11–3.75× (the cache's count, its top slot and the page's `pp` read through the casts, the
-  rest). With the floor's copies (two probe-cost runs, three windows each) the counting pair
-  came out at 1.28× and 1.33× (run medians; 1.22–1.34× a window) and ppscope's at 3.09× and
-  2.31×: the handover and one add take about the whole 25% the target allows, so a kprobe
-  pair that counts what its entry was handed meets it by a hair at best on this hook (that
-  part is the backend's), and ppscope's own part above the counting pair, 1.7–2.4× it, is
-  the larger: the frame's task check, the pool's slot and the reads. What removes the
-  backend's part is a program that sees the arguments at the return: an fexit, which
-  ppscope uses wherever the kernel has trampolines (the fentry row). A kprobe session
-  (Linux 6.10+: one program run at entry and at return) would shrink it, its per-call
-  cookie (8 bytes) needing no map lookup or task check, but still carries only part of what
-  the return needs; not measured here, and aya 0.14 cannot attach one. Of ppscope's part,
-  two pieces went on 2026-12-05. The entry wrote its frame's two zero fields through a call
-  of the object's `memset`, a loop storing a byte at a time (the compiler had merged the two
-  stores; `llvm-objdump` of `pp_put_entry`): the fields are now written one by one. And the
-  task check, a helper call on each side, gave way to the stack pointer in the registers
-  (`frames::Owner`: on x86-64 the return's is the entry's plus 8). Priced side by side in the
-  VM lab: three `diagnose --backend kprobe` instances over the same recycles (the build
-  before, the fields alone, both), six windows, taking turns to start first, the floors in
-  three copies; against the empty pair, the median over windows (and range): 2.57×
-  (2.12–3.43) before, 2.15× (1.98–2.19) with the fields written one by one, 1.94×
-  (1.81–2.54) with the stack as well, the cheapest of the three in five windows of six
-  (the counting pair 1.35×); the entry alone went from 395 ns a run to 244 and 227.
+  hands the pool and the page to the return in a per-CPU frame (`ebpf/src/frames.rs`), checked
+  against the task until 2026-12-05, against the stack pointer at the call since. The last
+  column's pair (`bench_ckp_put` + `bench_ckrp_put`) does that handover and one add. Pairs
+  priced beside ppscope's in the VM lab on 2026-12-05 (two runs of three kprobe windows, not
+  kept; each pair as a ratio to the empty pair, over the same calls): that pair 1.35–1.68×;
+  the same with ppscope's frame (the task checked, a helper call on each side) 1.54–1.91×;
+  with the pool's slot counted too 1.68–2.23×; ppscope's pair 2.11–3.75× (the cache's count,
+  its top slot and the page's `pp` read through the casts, the rest). With the floor's copies
+  (two probe-cost runs, three windows each) the counting pair came out at 1.28× and 1.33× (run
+  medians; 1.22–1.34× a window) and ppscope's at 3.09× and 2.31×: the handover and one add
+  take about the whole 25% the target allows, so a kprobe pair that counts what its entry was
+  handed meets it by a hair at best on this hook (that part is the backend's), and ppscope's
+  own part above the counting pair, 1.7–2.4× it, was the larger: the frame (its task check,
+  and a byte loop found since), the pool's slot and the reads. What removes the backend's part
+  is a program that sees the arguments at the return: an fexit, which ppscope uses wherever
+  the kernel has trampolines (the fentry row). A kprobe session (Linux 6.10+: one program run
+  at entry and at return) would shrink it, its per-call cookie (8 bytes) needing no map lookup
+  or owner check, but still carries only part of what the return needs; not measured here, and
+  aya 0.14 cannot attach one. Of ppscope's part, two pieces went on 2026-12-05. The entry
+  wrote its frame's two zero fields through a call of the object's `memset`, a loop storing a
+  byte at a time (the compiler had merged the two stores; `llvm-objdump` of `pp_put_entry`):
+  the fields are now written one by one. And the task check, a helper call on each side, gave
+  way to the stack pointer in the registers (`frames::Owner`: on x86-64 the return's is the
+  entry's plus 8). Priced side by side in the VM lab: three `diagnose --backend kprobe`
+  instances over the same recycles (the build before, the fields alone, both), six windows,
+  taking turns to start first, the floors in three copies; against the empty pair, the median
+  over windows (and range): 2.57× (2.12–3.43) before, 2.15× (1.98–2.19) with the fields
+  written one by one, 1.94× (1.81–2.54) with the stack as well, the cheapest of the three in
+  five windows of six (the counting pair 1.35×); the entry alone went from 395 ns a run to 244
+  and 227. In the table's run, the first full run with both, ppscope's pair came out at 1.68×
+  (1.59–1.87 a window) against 3.01× (2.13–3.66) in the full run before, the counting pair at
+  1.20×: ppscope's own part is now about 1.4× the counting pair, the slot and the reads the
+  fexit has too. The workload rows of `--backend kprobe` did not follow (veth +14.4% against
+  +16.8% in the run before, bpftrace +11.1% against +17.9%): they move by more between rounds
+  than the recycle's programs cost.
 - `page_hold`, `page_release` (host tracepoints): `page_release` now runs as `tp_btf`
   (`tb_state_release`) where the kernel allows tracing programs, this host included (it
   refuses fentry, not `tp_btf`): the pool arrives typed and the ring's state is plain loads
@@ -298,7 +304,8 @@ const PROBE_COST_WHY: &str = "\
   (a helper call each on a kernel without it). In the full run of 2026-12-05 with the floor's
   copies `page_release` came out at 1.90× (57–69 ns a run against 46–51 in the two full runs
   before), its floor and one add where they always were (33 and 40 ns), where the same
-  programs gave 1.59× in the committed run before it: the host is shared with other work.
+  programs gave 1.59× in the committed run before it, and 1.55× (49 ns a run) in the full run
+  after it, whose host programs are the same: the host is shared with other work.
 - `--detail light` attaches nothing per page, nothing per NAPI poll (`napi_poll` was two
   thirds of its time: a poll is one a packet when traffic is light) and no timing of returned
   pages (`page_return`). What it runs: one fexit per refill (up to 64 pages), the slow path

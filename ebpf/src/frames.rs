@@ -80,12 +80,19 @@ impl Owner {
 /// a word further; a nested call's entry is deeper (below), another stack far away.
 const RETURN_SP_ABOVE: u64 = 16;
 
-/// This task's open frame for `site`, left open. A free frame is told without the helper
-/// call: most programs that look are not inside such a call.
+/// `owner`'s open frame for `site`, left open. A free frame is told without the task's
+/// helper call ([`Owner::owns`] looks at 0 first).
+#[inline(always)]
+fn owned_frame(site: u32, owner: Owner) -> Option<&'static mut Frame> {
+    let f = frame(site)?;
+    owner.owns(f.owner).then_some(f)
+}
+
+/// This task's open frame for `site`, left open: most programs that look are not inside
+/// such a call, and find it free.
 #[inline(always)]
 pub(crate) fn own_frame(site: u32) -> Option<&'static mut Frame> {
-    let f = frame(site)?;
-    Owner::Task.owns(f.owner).then_some(f)
+    owned_frame(site, Owner::Task)
 }
 
 /// Opens `owner`'s frame for `site`. The fields are written one by one (`put!`): plain
@@ -111,10 +118,7 @@ pub(crate) fn open_frame(site: u32, owner: Owner, pool: u64, netmem: u64, with_t
 /// Takes `owner`'s open frame for `site`, if it is still there.
 #[inline(always)]
 pub(crate) fn close_frame(site: u32, owner: Owner) -> Option<Frame> {
-    let f = frame(site)?;
-    if !owner.owns(f.owner) {
-        return None;
-    }
+    let f = owned_frame(site, owner)?;
     let taken = *f;
     f.owner = 0;
     Some(taken)

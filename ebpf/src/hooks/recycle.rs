@@ -49,27 +49,31 @@ fn on_top_of_cache<R: PoolRead>(pool: u64, netmem: u64, o: &KernelOffsets) -> bo
 }
 
 /// Where the page went: (stayed in the cache, stayed in the pool).
+///
+/// The cache first: a page on top of it stayed (exact, see [`on_top_of_cache`]), and that is
+/// the common case in a pool's own NAPI, so most recycles read neither the mark nor the page.
+/// A mark left untaken stays harmless: it names a page and the pool's intake at the release,
+/// and a later recycle of that page needs the pool to take it in again first.
 #[inline(always)]
 fn classify<R: PoolRead>(pool: u64, netmem: u64) -> (bool, bool) {
     let o = &config().offsets;
-    match take_release_mark::<R>(pool, netmem) {
-        // Left the pool in this call: the release marked it (no read of the page).
-        Some(true) => (false, false),
-        // Kept: in the cache if on top of it (a read of the cache's top slot), else in the
-        // ring.
-        Some(false) => (on_top_of_cache::<R>(pool, netmem, o), true),
-        // No mark to go by (marks off, or one the pool's intake since leaves in doubt): the
-        // cache first, as a page on top of it stayed and its `pp` need not be read. Without
-        // `pp`'s offset nothing tells a page that left: counted as kept, and the agent shows
-        // ring_full as unknown (`Coverage::cache_layout`).
-        None => {
-            let cached = on_top_of_cache::<R>(pool, netmem, o);
-            let kept = cached
-                || o.page_pp == OFFSET_UNKNOWN
-                || read_cast::<u64>(netmem & !1, config().cast.page, o.page_pp) == Some(pool);
-            (cached, kept)
-        }
+    if on_top_of_cache::<R>(pool, netmem, o) {
+        return (true, true);
     }
+    let kept = match take_release_mark::<R>(pool, netmem) {
+        // Left the pool in this call: the release marked it (no read of the page).
+        Some(true) => false,
+        // Kept, and not in the cache: in the ring.
+        Some(false) => true,
+        // No mark to go by (marks off, or one the pool's intake since leaves in doubt): the
+        // page's `pp` tells. Without its offset nothing tells a page that left: counted as
+        // kept, and the agent shows ring_full as unknown (`Coverage::cache_layout`).
+        None => {
+            o.page_pp == OFFSET_UNKNOWN
+                || read_cast::<u64>(netmem & !1, config().cast.page, o.page_pp) == Some(pool)
+        }
+    };
+    (false, kept)
 }
 
 /// The pool's counts are found first and the page classified after: the verifier walks

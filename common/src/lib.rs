@@ -776,6 +776,19 @@ pub struct ReleaseMark {
     pub on: u64,
 }
 
+/// Per CPU, by `site::*`: returns of an entry/exit pair that found their site's frame open
+/// but another call's (`Frame::owner`), so went uncounted. A few are expected (a task that
+/// slept in the call and came back on another CPU); most of a site's returns would say the
+/// pair cannot tell its own call on this kernel (the kprobe recycle's by the stack pointer:
+/// a return handler that reports another than the one it was built for), which the agent
+/// says aloud rather than showing a quiet host. Counted only on that path: a matched return
+/// or a free frame adds nothing.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UnmatchedReturns {
+    pub by_site: [u64; site::COUNT as usize],
+}
+
 #[cfg(feature = "user")]
 mod pod {
     // SAFETY: all of these are #[repr(C)] structs of integers and integer arrays, with no
@@ -808,6 +821,8 @@ mod pod {
     unsafe impl aya::Pod for super::DropKey {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::ReleaseMark {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::UnmatchedReturns {}
 }
 
 #[cfg(test)]

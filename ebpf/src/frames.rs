@@ -9,7 +9,7 @@ use ppscope_common::Frame;
 
 use crate::{
     kmem::now_ns,
-    maps::FRAMES,
+    maps::{FRAMES, UNMATCHED_RETURNS},
     pool::{put, site_record},
 };
 
@@ -80,19 +80,13 @@ impl Owner {
 /// a word further; a nested call's entry is deeper (below), another stack far away.
 const RETURN_SP_ABOVE: u64 = 16;
 
-/// `owner`'s open frame for `site`, left open. A free frame is told without the task's
-/// helper call ([`Owner::owns`] looks at 0 first).
-#[inline(always)]
-fn owned_frame(site: u32, owner: Owner) -> Option<&'static mut Frame> {
-    let f = frame(site)?;
-    owner.owns(f.owner).then_some(f)
-}
-
 /// This task's open frame for `site`, left open: most programs that look are not inside
-/// such a call, and find it free.
+/// such a call, and find it free (without the task's helper call: [`Owner::owns`] looks at
+/// 0 first).
 #[inline(always)]
 pub(crate) fn own_frame(site: u32) -> Option<&'static mut Frame> {
-    owned_frame(site, Owner::Task)
+    let f = frame(site)?;
+    Owner::Task.owns(f.owner).then_some(f)
 }
 
 /// Opens `owner`'s frame for `site`. The fields are written one by one (`put!`): plain
@@ -115,13 +109,32 @@ pub(crate) fn open_frame(site: u32, owner: Owner, pool: u64, netmem: u64, with_t
     }
 }
 
-/// Takes `owner`'s open frame for `site`, if it is still there.
+/// Takes `owner`'s open frame for `site`, if it is still there. A frame open but another
+/// call's is counted (`UNMATCHED_RETURNS`) and left: the agent tells a pair that cannot find
+/// its own calls on this kernel from the few a task's move between CPUs leaves.
 #[inline(always)]
 pub(crate) fn close_frame(site: u32, owner: Owner) -> Option<Frame> {
-    let f = owned_frame(site, owner)?;
+    let f = frame(site)?;
+    if !owner.owns(f.owner) {
+        if f.owner != 0 {
+            count_unmatched(site);
+        }
+        return None;
+    }
     let taken = *f;
     f.owner = 0;
     Some(taken)
+}
+
+#[cold]
+#[inline(never)]
+fn count_unmatched(site: u32) {
+    if let Some(u) = UNMATCHED_RETURNS.get_ptr_mut(0) {
+        // SAFETY: this CPU's element of a per-CPU array.
+        if let Some(n) = unsafe { &mut *u }.by_site.get_mut(site as usize) {
+            *n += 1;
+        }
+    }
 }
 
 /// Closes a timed frame of a whole-site hook and records it.

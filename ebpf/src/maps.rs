@@ -6,7 +6,8 @@ use aya_ebpf::{
 };
 use ppscope_common::{
     site, site_stat, DeviceIdentity, DropKey, Frame, HotSlot, NapiHot, NapiSlot, PoolHot,
-    PoolIdentity, PoolRare, PoolTeardown, ReleaseMark, SiteStats, HOT_SLOTS, MAX_POOLS, NAPI_SLOTS,
+    PoolIdentity, PoolRare, PoolTeardown, ReleaseMark, SiteStats, UnmatchedReturns, HOT_SLOTS,
+    MAX_POOLS, NAPI_SLOTS,
 };
 
 #[map]
@@ -101,3 +102,8 @@ pub(crate) static LAST_POOL_FREE: Array<u64> = Array::with_max_entries(1, 0);
 /// `ReleaseMark`, and `pool::take_release_mark`).
 #[map]
 pub(crate) static RELEASE_MARK: PerCpuArray<ReleaseMark> = PerCpuArray::with_max_entries(1, 0);
+
+/// Returns that found their site's frame open but another call's (see `UnmatchedReturns`).
+#[map]
+pub(crate) static UNMATCHED_RETURNS: PerCpuArray<UnmatchedReturns> =
+    PerCpuArray::with_max_entries(1, 0);

@@ -144,10 +144,12 @@ pub async fn run(
             map_entries,
             map_capacity,
             map_evictions,
+            unmatched_returns,
         } = collection;
         stats.map_entries = map_entries;
         stats.map_capacity = map_capacity;
         stats.map_evictions = map_evictions;
+        stats.unmatched_returns = unmatched_returns;
         stats.collections += 1;
         stats.last_collection_seconds = started.elapsed().as_secs_f64();
         let at = Instant::now();

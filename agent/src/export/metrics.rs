@@ -17,6 +17,7 @@ use prometheus_client::{
     registry::Registry,
 };
 
+use crate::probes::Unmatched;
 use crate::snapshot::{
     health::{self, Basis},
     DeviceView, Latency, NapiView, OverheadView, PoolView, Snapshot,
@@ -36,6 +37,9 @@ pub struct SelfStats {
     pub map_capacity: usize,
     /// Pools the full map evicted (least recently seen first), since the start.
     pub map_evictions: u64,
+    /// Per attached entry/exit pair: returns that found another call's frame, since the
+    /// start.
+    pub unmatched_returns: Vec<Unmatched>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -162,6 +166,8 @@ enum Series {
     Overhead(fn(&OverheadView) -> f64),
     /// The agent itself.
     Agent(fn(&SelfStats, &Exported) -> f64),
+    /// Per attached hook with an entry/exit pair (`hook` label).
+    UnmatchedReturns,
 }
 
 /// What this rendering exported, for the agent's own families.
@@ -360,6 +366,12 @@ const FAMILIES: &[FamilyDef] = &[
         "counter",
         "Pools the full map evicted to make room for a new one; raise --map-capacity if it moves.",
         Series::Agent(|me, _| me.map_evictions as f64),
+    ),
+    family(
+        "ppscope_unmatched_returns_total",
+        "counter",
+        "Returns of a hook's entry/exit pair that found their call's frame held by another call, so went uncounted: a few where tasks move between CPUs; about as many as the hook's calls means the pair cannot tell its calls on this kernel (ppscope warns).",
+        Series::UnmatchedReturns,
     ),
     family(
         "ppscope_collections_total",
@@ -600,6 +612,11 @@ impl Collector for Exposition {
                     }
                 }
                 Series::Agent(get) => f.sample(&vec![], get(me, &exported))?,
+                Series::UnmatchedReturns => {
+                    for u in &me.unmatched_returns {
+                        f.sample(&vec![("hook", u.hook)], u.returns as f64)?;
+                    }
+                }
             }
         }
         Ok(())
@@ -944,5 +961,34 @@ mod tests {
         assert_eq!(dropped, 1);
         assert!(t.contains("ppscope_series_dropped_total 1"), "{t}");
         assert!(t.contains("ppscope_pools 1"), "{t}");
+    }
+
+    #[test]
+    fn unmatched_returns_are_a_counter_per_hook_with_a_pair() {
+        let me = SelfStats {
+            unmatched_returns: vec![
+                Unmatched {
+                    hook: "refill",
+                    returns: 0,
+                },
+                Unmatched {
+                    hook: "recycle",
+                    returns: 51,
+                },
+            ],
+            ..Default::default()
+        };
+        let (t, _) = render(&Arc::new(snap()), &snap(), &me, Format::Prometheus, 100);
+        assert_eq!(
+            lines(&t, "ppscope_unmatched_returns_total"),
+            [
+                r#"ppscope_unmatched_returns_total{hook="refill"} 0"#,
+                r#"ppscope_unmatched_returns_total{hook="recycle"} 51"#
+            ]
+        );
+        assert!(
+            t.contains("# TYPE ppscope_unmatched_returns_total counter"),
+            "{t}"
+        );
     }
 }

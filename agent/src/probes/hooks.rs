@@ -5,6 +5,8 @@
 //! one is in the built object).
 use std::borrow::Cow;
 
+use ppscope_common::site;
+
 use super::BackendChoice;
 use crate::snapshot::{Backend, Detail, Group, HookStatus, LEFT_OFF_LIGHT};
 
@@ -64,6 +66,9 @@ pub(super) struct HookDef {
     /// single recycle's mark, a bulk recycle's frame): where no such hook can attach,
     /// `page_release` leaves that out (`recycles_fed`).
     pub(super) fed_by_releases: bool,
+    /// The per-CPU frame (`site::*`) its entry hands its exit, if it has an entry/exit pair:
+    /// where the returns that found another call's frame are counted (`UnmatchedReturns`).
+    pub(super) frame_site: Option<u32>,
 }
 
 const fn kp(
@@ -101,6 +106,7 @@ const fn hook(name: &'static str, group: Group, loses: &'static str) -> HookDef 
         module: None,
         frequent: false,
         fed_by_releases: false,
+        frame_site: None,
     }
 }
 
@@ -143,6 +149,7 @@ pub(super) const HOOKS: &[HookDef] = &[
             Some("pp_refill_exit"),
         ),
         fentry: fe(None, Some("fx_refill")),
+        frame_site: Some(site::REFILL),
         ..hook(
             "refill",
             Group::PagePool,
@@ -159,6 +166,7 @@ pub(super) const HOOKS: &[HookDef] = &[
             Some("pp_slow_exit"),
         ),
         fentry: fe(Some("fe_slow_entry"), Some("fx_slow_exit")),
+        frame_site: Some(site::SLOW),
         ..hook(
             "slow_path",
             Group::PagePool,
@@ -182,6 +190,7 @@ pub(super) const HOOKS: &[HookDef] = &[
             entry_by_arity: None,
             wrapper_entry: None,
         }),
+        frame_site: Some(site::PROVIDER_ALLOC),
         ..hook(
             "provider_alloc",
             Group::Devmem,
@@ -200,6 +209,7 @@ pub(super) const HOOKS: &[HookDef] = &[
         fentry: fe(None, Some("fx_put_exit")),
         frequent: true,
         fed_by_releases: true,
+        frame_site: Some(site::PUT),
         ..hook(
             "recycle",
             Group::PagePool,
@@ -223,6 +233,7 @@ pub(super) const HOOKS: &[HookDef] = &[
         }),
         frequent: true,
         fed_by_releases: true,
+        frame_site: Some(site::BULK),
         ..hook(
             "recycle_bulk",
             Group::PagePool,
@@ -304,6 +315,7 @@ pub(super) const HOOKS: &[HookDef] = &[
         // ring-full churn, for a latency light does not promise (`page_release` already
         // counts those pages, once).
         frequent: true,
+        frame_site: Some(site::PAGE_RETURN),
         ..hook(
             "page_return",
             Group::PagePool,
@@ -330,6 +342,7 @@ pub(super) const HOOKS: &[HookDef] = &[
             Some("dm_dontneed_exit"),
         ),
         fentry: fe(Some("fe_dontneed_entry"), Some("fx_dontneed_exit")),
+        frame_site: Some(site::DONTNEED),
         ..hook(
             "devmem_dontneed",
             Group::Devmem,
@@ -343,6 +356,7 @@ pub(super) const HOOKS: &[HookDef] = &[
             Some("dm_free_exit"),
         ),
         fentry: fe(Some("fe_devmem_free_entry"), Some("fx_devmem_free_exit")),
+        frame_site: Some(site::DEVMEM_FREE),
         ..hook(
             "devmem_free",
             Group::Devmem,
@@ -356,6 +370,7 @@ pub(super) const HOOKS: &[HookDef] = &[
             Some("gve_alloc_exit"),
         ),
         module: Some("gve"),
+        frame_site: Some(site::GVE_ALLOC),
         ..hook("gve_alloc", Group::Gve, "gve buffer allocation latency")
     },
     HookDef {
@@ -365,6 +380,7 @@ pub(super) const HOOKS: &[HookDef] = &[
             Some("gve_poll_exit"),
         ),
         module: Some("gve"),
+        frame_site: Some(site::GVE_POLL),
         ..hook(
             "gve_rx_poll",
             Group::Gve,
@@ -378,6 +394,7 @@ pub(super) const HOOKS: &[HookDef] = &[
             Some("gve_create_exit"),
         ),
         module: Some("gve"),
+        frame_site: Some(site::GVE_CREATE),
         ..hook(
             "gve_pool_queue",
             Group::Gve,
@@ -618,6 +635,43 @@ mod tests {
             .filter(|f| f != "mod.rs")
             .count();
         assert_eq!(files, HOOKS.len(), "a file in {} has no row", dir.display());
+    }
+
+    /// A row's `frame_site` is the frame its file's entry opens, so the returns counted there
+    /// (`UnmatchedReturns`) are exported under the right hook, and every site has its row.
+    #[test]
+    fn hook_table_frame_sites_are_the_frames_their_files_open() {
+        const SITES: [(&str, u32); site::COUNT as usize] = [
+            ("REFILL", site::REFILL),
+            ("SLOW", site::SLOW),
+            ("PUT", site::PUT),
+            ("BULK", site::BULK),
+            ("PROVIDER_ALLOC", site::PROVIDER_ALLOC),
+            ("DONTNEED", site::DONTNEED),
+            ("DEVMEM_FREE", site::DEVMEM_FREE),
+            ("GVE_ALLOC", site::GVE_ALLOC),
+            ("GVE_POLL", site::GVE_POLL),
+            ("GVE_CREATE", site::GVE_CREATE),
+            ("PAGE_RETURN", site::PAGE_RETURN),
+        ];
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../ebpf/src/hooks");
+        let mut rows = HashSet::new();
+        for def in HOOKS {
+            let text = std::fs::read_to_string(dir.join(format!("{}.rs", def.name))).unwrap();
+            // Without whitespace: a call rustfmt split over lines reads as one.
+            let text: String = text.split_whitespace().collect();
+            let opened: Vec<u32> = SITES
+                .iter()
+                .filter(|(name, _)| text.contains(&format!("open_frame(site::{name},")))
+                .map(|&(_, site)| site)
+                .collect();
+            let expected: Vec<u32> = def.frame_site.into_iter().collect();
+            assert_eq!(opened, expected, "hook {}: frames opened", def.name);
+            if let Some(site) = def.frame_site {
+                assert!(rows.insert(site), "site {site} is a second hook's");
+            }
+        }
+        assert_eq!(rows.len(), site::COUNT as usize, "a site has no hook");
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //! - [`attach`]: trying a hook's backends in order;
 //! - [`modules`]: re-attaching hooks of kernel modules as they come and go;
 //! - [`read`]: the maps read into a [`crate::model::RawSample`];
-//! - [`kept`]: pools' records and identities taken from the last sample while nothing moved.
+//! - [`kept`]: pools' records and identities taken from the last sample while nothing moved;
+//! - [`unmatched`]: returns that found another call's frame, and the warning when a pair
+//!   finds almost none of its own.
 use std::{
     collections::{HashMap, VecDeque},
     os::fd::OwnedFd,
@@ -36,12 +38,14 @@ mod kept;
 pub mod lab;
 mod modules;
 mod read;
+mod unmatched;
 
 use attach::{attach_hook, load_error, unload_all, AttachContext, HookPrograms};
 pub use hooks::build_features;
 use hooks::{programs_of, HOOKS};
 use kept::KeptRecords;
 use modules::{hooked_modules, loaded_modules, module_generation, ModuleGeneration};
+pub use unmatched::Unmatched;
 
 use crate::{
     host::{
@@ -145,6 +149,8 @@ pub struct Probes {
     _bpf_log: Option<bpf_log::BpfLog>,
     /// Start-up's clock until the first sample has said when it was taken.
     pub(crate) startup: Option<StartupClock>,
+    /// Whether a pair that lost its calls was warned of (once a run: [`unmatched`]).
+    unmatched_warned: bool,
 }
 
 impl Probes {
@@ -363,6 +369,7 @@ impl Probes {
             refresh_failed: HashMap::new(),
             kept: KeptRecords::default(),
             ids: PoolIds::default(),
+            unmatched_warned: false,
             _bpf_log: bpf_log,
             startup: Some(clock),
         })

@@ -15,7 +15,7 @@ use crate::{
     host::{ethtool, netlink::NetlinkSample},
     model::{self, c_name, RawSample, SourceFacts},
     pipeline::{self, AdviceFrom, Window},
-    probes::Probes,
+    probes::{Probes, Unmatched},
     snapshot::{Advice, Detail, HookStatus, PoolKey, Snapshot},
 };
 
@@ -131,6 +131,9 @@ pub struct Collection {
     pub map_entries: usize,
     pub map_capacity: usize,
     pub map_evictions: u64,
+    /// Per attached entry/exit pair: returns that found another call's frame (since the
+    /// start).
+    pub unmatched_returns: Vec<Unmatched>,
 }
 
 impl LiveSource {
@@ -173,6 +176,7 @@ impl LiveSource {
             self.module_note = Some(change);
         }
         let cur = Arc::new(self.probes.sample()?);
+        let unmatched_returns = self.probes.check_unmatched(&cur)?;
         let netlink_now = Arc::new(NetlinkSample::read());
         let facts = &self.probes.facts;
         let target = crate::advice::DEFAULT_TARGET;
@@ -209,6 +213,7 @@ impl LiveSource {
             map_entries,
             map_capacity: self.probes.map_capacity as usize,
             map_evictions,
+            unmatched_returns,
         })
     }
 }
@@ -257,6 +262,11 @@ fn sample_for(
         let s = probes.sample()?;
         each(&s)?;
         if interrupted || s.at.duration_since(start) >= duration {
+            // Once, at the end: the warning (if any) comes before the report it qualifies,
+            // and a failed read of it loses none of the window.
+            if let Err(e) = probes.check_unmatched(&s) {
+                log::warn!("returns that found another call's frame not read: {e:#}");
+            }
             return Ok(());
         }
     }

@@ -742,7 +742,8 @@ pub struct Frame {
     /// with [`Frame::OPEN`] set), or for a kprobe pair that knows its call by the stack (the
     /// single recycle's) the stack pointer at the call (`frames::Owner` in `ebpf/`). An exit
     /// of another task or call (the caller migrated, or a nested call consumed the frame)
-    /// finds no match and is not classified, rather than misattributed.
+    /// finds no match and is not classified, rather than misattributed; one that finds the
+    /// frame still open is counted in [`UnmatchedReturns`].
     pub owner: u64,
     pub pool: u64,
     pub netmem: u64,

@@ -37,9 +37,11 @@ pub struct SelfStats {
     pub map_capacity: usize,
     /// Pools the full map evicted (least recently seen first), since the start.
     pub map_evictions: u64,
-    /// Per attached entry/exit pair: returns that found another call's frame, since the
-    /// start.
+    /// Per attached hook that pairs an entry and an exit on some backend: returns that found
+    /// another call's frame, since the start.
     pub unmatched_returns: Vec<Unmatched>,
+    /// Whether the kprobe recycle pair lost more of its calls than it counted.
+    pub recycle_pair_lost: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -370,8 +372,14 @@ const FAMILIES: &[FamilyDef] = &[
     family(
         "ppscope_unmatched_returns_total",
         "counter",
-        "Returns of a hook's entry/exit pair that found their call's frame held by another call, so went uncounted: a few where tasks move between CPUs; about as many as the hook's calls means the pair cannot tell its calls on this kernel (ppscope warns).",
+        "Returns of a hook's entry/exit pair that found their call's frame held by another call, so went uncounted: a few where tasks move between CPUs; about as many as the hook's calls means the pair cannot tell its calls on this kernel (see ppscope_recycle_pair_lost). A hook served by an fexit alone has no pair and shows 0.",
         Series::UnmatchedReturns,
+    ),
+    family(
+        "ppscope_recycle_pair_lost",
+        "gauge",
+        "1 once the kprobe recycle pair's unmatched returns (at least 32) outnumber the single recycles it counted since the start: recycles go uncounted on this kernel (the agent also warns in its log); 0 otherwise.",
+        Series::Agent(|me, _| f64::from(u8::from(me.recycle_pair_lost))),
     ),
     family(
         "ppscope_collections_total",
@@ -964,7 +972,7 @@ mod tests {
     }
 
     #[test]
-    fn unmatched_returns_are_a_counter_per_hook_with_a_pair() {
+    fn unmatched_returns_are_a_counter_per_hook_with_a_pair_and_a_lost_pair_a_gauge() {
         let me = SelfStats {
             unmatched_returns: vec![
                 Unmatched {
@@ -989,6 +997,19 @@ mod tests {
         assert!(
             t.contains("# TYPE ppscope_unmatched_returns_total counter"),
             "{t}"
+        );
+        assert_eq!(
+            lines(&t, "ppscope_recycle_pair_lost"),
+            ["ppscope_recycle_pair_lost 0"]
+        );
+        let lost = SelfStats {
+            recycle_pair_lost: true,
+            ..me
+        };
+        let (t, _) = render(&Arc::new(snap()), &snap(), &lost, Format::Prometheus, 100);
+        assert_eq!(
+            lines(&t, "ppscope_recycle_pair_lost"),
+            ["ppscope_recycle_pair_lost 1"]
         );
     }
 }

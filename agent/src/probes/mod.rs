@@ -149,8 +149,8 @@ pub struct Probes {
     _bpf_log: Option<bpf_log::BpfLog>,
     /// Start-up's clock until the first sample has said when it was taken.
     pub(crate) startup: Option<StartupClock>,
-    /// Whether a pair that lost its calls was warned of (once a run: [`unmatched`]).
-    unmatched_warned: bool,
+    /// The recycle pair's returns against its counts, for the warning ([`unmatched`]).
+    recycle_pair: unmatched::RecyclePairCheck,
 }
 
 impl Probes {
@@ -369,7 +369,7 @@ impl Probes {
             refresh_failed: HashMap::new(),
             kept: KeptRecords::default(),
             ids: PoolIds::default(),
-            unmatched_warned: false,
+            recycle_pair: Default::default(),
             _bpf_log: bpf_log,
             startup: Some(clock),
         })

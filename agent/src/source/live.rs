@@ -131,15 +131,18 @@ pub struct Collection {
     pub map_entries: usize,
     pub map_capacity: usize,
     pub map_evictions: u64,
-    /// Per attached entry/exit pair: returns that found another call's frame (since the
-    /// start).
+    /// Per attached hook that pairs an entry and an exit on some backend: returns that found
+    /// another call's frame (since the start).
     pub unmatched_returns: Vec<Unmatched>,
+    /// Whether the recycle pair lost more of its calls than it counted (warned of once).
+    pub recycle_pair_lost: bool,
 }
 
 impl LiveSource {
     /// Takes the baseline sample: the first snapshot covers the time from here.
     pub fn new(mut probes: Probes) -> Result<Self> {
         let first = Arc::new(probes.sample()?);
+        check_unmatched(&mut probes, &first, &first);
         let netlink_first = Arc::new(NetlinkSample::read());
         Ok(Self {
             window: probes
@@ -176,7 +179,7 @@ impl LiveSource {
             self.module_note = Some(change);
         }
         let cur = Arc::new(self.probes.sample()?);
-        let unmatched_returns = self.probes.check_unmatched(&cur)?;
+        let unmatched_returns = check_unmatched(&mut self.probes, &self.prev, &cur);
         let netlink_now = Arc::new(NetlinkSample::read());
         let facts = &self.probes.facts;
         let target = crate::advice::DEFAULT_TARGET;
@@ -214,6 +217,7 @@ impl LiveSource {
             map_capacity: self.probes.map_capacity as usize,
             map_evictions,
             unmatched_returns,
+            recycle_pair_lost: self.probes.recycle_pair_lost(),
         })
     }
 }
@@ -240,6 +244,15 @@ impl Source for LiveSource {
     }
 }
 
+/// Returns that found another call's frame, checked between two samples
+/// ([`Probes::check_unmatched`]); a failed read is logged and loses nothing else (empty).
+fn check_unmatched(probes: &mut Probes, earlier: &RawSample, now: &RawSample) -> Vec<Unmatched> {
+    probes.check_unmatched(earlier, now).unwrap_or_else(|e| {
+        log::warn!("returns that found another call's frame not read: {e:#}");
+        Vec::new()
+    })
+}
+
 /// Samples the probes from now on, every `step`, until `duration` has passed or `wait` (which
 /// sleeps up to the time it is given) says the run was interrupted; the last sample is always
 /// taken. Every sample, the first included, goes to `each`; module changes are logged.
@@ -251,6 +264,7 @@ fn sample_for(
     mut each: impl FnMut(&RawSample) -> Result<()>,
 ) -> Result<()> {
     let first = probes.sample()?;
+    check_unmatched(probes, &first, &first);
     let start = first.at;
     each(&first)?;
     loop {
@@ -262,11 +276,9 @@ fn sample_for(
         let s = probes.sample()?;
         each(&s)?;
         if interrupted || s.at.duration_since(start) >= duration {
-            // Once, at the end: the warning (if any) comes before the report it qualifies,
-            // and a failed read of it loses none of the window.
-            if let Err(e) = probes.check_unmatched(&s) {
-                log::warn!("returns that found another call's frame not read: {e:#}");
-            }
+            // At the end, over the whole window: the warning (if any) comes before the report
+            // it qualifies.
+            check_unmatched(probes, &first, &s);
             return Ok(());
         }
     }

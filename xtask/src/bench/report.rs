@@ -148,6 +148,15 @@ const AGENT_WHY: &str = "\
   make a profile (fentry or kprobe kernels, not this host) the advice window adds a minute of
   steps per pool: kept since 2026-12-01 as 32-bit deltas, 67 bytes a pool a step instead of
   158 (39 MiB at 10,000 pools instead of 92; `cargo test -p ppscope-agent --lib window`).
+  On 2026-12-05 this row moved between 2.5% and 3.5% from run to run: agent-only runs of the
+  build before that day's changes and of the build with them, taking turns, gave 2.98% and
+  2.47% against 3.53% and 3.48% (at 1,000 pools 0.80, 0.67 and 0.58% against 1.08, 1.17, 0.70
+  and 0.93%), yet `perf record` of 20 s of two of those windows counted the same samples (134
+  and 130), the one map read the changes add to a collection nowhere among them: the runs
+  differ by more than the agents. The same profile put a third of the agent's time in `memset`: each map's
+  batch buffers, room for 4,096 entries, zero-filled at every collection. They are no longer
+  (`probes/batch.rs`, after the table's run): 142 samples against 208 in the same 20 s, RSS
+  24.1 MB against 28.5 at 1,000 pools.
 ";
 
 /// Why the body misses its target, and what would fix it (from reading the programs and the
@@ -191,11 +200,12 @@ const PROBE_COST_WHY: &str = "\
   disassembly). Two probe-cost runs with the floor's copies put these rows at 1.20–1.50×
   (run medians of three windows), one add at 1.03–1.24×; the table's windows are the
   figure.
-- `recycle`: one fexit on fentry; where the page went is learnt after the call. A page that
-  left the pool went through the `page_release` tracepoint on the same CPU inside the call,
-  whose program marks it (`RELEASE_MARK`, on when the recycle is hooked and `page_release` is
-  on its tracepoint; a mark counts while the pool took no page in since); a page kept is in
-  the cache if it is on the cache's top slot, else in the ring. The cache's count is a plain
+- `recycle`: one fexit on fentry; where the page went is learnt after the call. A page on
+  the cache's top slot stayed in the cache (looked at first since 2026-12-05: such a page
+  takes no mark). Otherwise a page that left the pool went through the `page_release`
+  tracepoint on the same CPU inside the call, whose program marks it (`RELEASE_MARK`, on when
+  the recycle is hooked and `page_release` is on its tracepoint; a mark counts while the pool
+  took no page in since); any other page is in the ring. The cache's count is a plain
   load through the BTF-typed `struct page_pool *` argument (`kmem::Typed`). The top slot sits
   at an index known only at run time, which the verifier refuses as a typed load, so it was
   read with `bpf_probe_read_kernel`; programs priced beside the recycle in the VM lab (one run
@@ -211,12 +221,19 @@ const PROBE_COST_WHY: &str = "\
   the casts (commits a7e8de5 and 3243d45) the fentry recycle went from 3.04× (run of 4bf21b6)
   to 1.71× (probe-cost run of a7e8de5) and 1.94× (full run of 3243d45); the kprobe pair
   (`--backend kprobe` puts `page_release` on its kprobe, so the marks are off and the page's
-  `pp` is read too) from 4.41× to 2.18× and 2.25×. What is left is the CPU's slot and the release
-  mark, two per-CPU array lookups the verifier inlines, the ring-full run's histogram when a
-  run ends, and a few compares: with the floor's copies 1.70–1.89× (run medians of two
-  probe-cost runs, three full runs and the six windows beside another build below; in the
-  table's run 1.82×, 1.53–2.41× a window), one add 1.08–1.22× (run medians), so the miss is
-  the body's, not the measurement's. Handing the programs the
+  `pp` is read too) from 4.41× to 2.18× and 2.25×. What is left is the CPU's slot, the cache's count
+  and top slot, the release mark for a page not in the cache (two per-CPU array lookups the
+  verifier inlines and two loads), the ring-full run's histogram when a run ends, and a few
+  compares: with the floor's copies 1.70–1.89× (run medians of two probe-cost runs, four full
+  runs and the windows beside other builds below; in the table's run 1.77×, 1.58–1.87× a
+  window), one add 1.08–1.22× (run medians), so the miss is the body's, not the
+  measurement's. Looking at the cache before the mark was priced side by side on 2026-12-05
+  (two `diagnose` instances over the same recycles, the build before and the change, six
+  windows a run, two runs): 1.85× against 1.97×, and 1.90× against 1.91× (run medians; the
+  change the cheaper in four windows of six in each run): within the windows' noise on this
+  traffic, where the veth pool recycles nothing into its cache (cached 0, ring 98,353 in a
+  window) and a page that left now reads the cache too; kept for a NIC's own NAPI, whose
+  recycles mostly go to the cache. Handing the programs the
   config's address through an empty `asm!` instead of a volatile read (a store and a load
   on the stack fewer at each of the recycle's six uses) was priced side by side on
   2026-12-05, two `diagnose` instances over the same recycles, six windows, the two taking
@@ -259,12 +276,16 @@ const PROBE_COST_WHY: &str = "\
   over windows (and range): 2.57× (2.12–3.43) before, 2.15× (1.98–2.19) with the fields
   written one by one, 1.94× (1.81–2.54) with the stack as well, the cheapest of the three in
   five windows of six (the counting pair 1.35×); the entry alone went from 395 ns a run to 244
-  and 227. In the table's run, the first full run with both, ppscope's pair came out at 1.68×
-  (1.59–1.87 a window) against 3.01× (2.13–3.66) in the full run before, the counting pair at
-  1.20×: ppscope's own part is now about 1.4× the counting pair, the slot and the reads the
-  fexit has too. The workload rows of `--backend kprobe` did not follow (veth +14.4% against
-  +16.8% in the run before, bpftrace +11.1% against +17.9%): they move by more between rounds
-  than the recycle's programs cost.
+  and 227. In the first full run with both (of 5a35508), ppscope's pair came out at 1.68× (1.59–1.87 a
+  window) against 3.01× (2.13–3.66) in the full run before, the counting pair at 1.20×; in the
+  table's run 1.77× (1.57–2.06), the counting pair 1.31×: ppscope's own part is about 1.35–1.4×
+  the counting pair, the slot and the reads the fexit has too. The workload rows of `--backend
+  kprobe` did not follow (veth +14.4% and +21.3% in those two runs, against +16.8% before;
+  bpftrace +11.1% and +20.3%): they move by more between rounds than the recycle's programs
+  cost. A return that finds its frame held by another call is counted since 2026-12-05
+  (`UNMATCHED_RETURNS`, off the matched path: the exit's instructions when it matches are
+  unchanged), so a kernel whose return handler reports another stack pointer is warned of
+  rather than shown as a quiet host.
 - `page_hold`, `page_release` (host tracepoints): `page_release` now runs as `tp_btf`
   (`tb_state_release`) where the kernel allows tracing programs, this host included (it
   refuses fentry, not `tp_btf`): the pool arrives typed and the ring's state is plain loads

@@ -153,10 +153,10 @@ const AGENT_WHY: &str = "\
   2.47% against 3.53% and 3.48% (at 1,000 pools 0.80, 0.67 and 0.58% against 1.08, 1.17, 0.70
   and 0.93%), yet `perf record` of 20 s of two of those windows counted the same samples (134
   and 130), the one map read the changes add to a collection nowhere among them: the runs
-  differ by more than the agents. The same profile put a third of the agent's time in `memset`: each map's
-  batch buffers, room for 4,096 entries, zero-filled at every collection. They are no longer
-  (`probes/batch.rs`, after the table's run): 142 samples against 208 in the same 20 s, RSS
-  24.1 MB against 28.5 at 1,000 pools.
+  differ by more than the agents. The same profile put a third of the agent's time in
+  `memset`: each map's batch buffers, room for 4,096 entries, zero-filled at every collection.
+  They are no longer (`probes/batch.rs`, after the table's run): 142 samples against 208 in
+  the same 20 s, RSS 24.1 MB against 28.5 at 1,000 pools.
 ";
 
 /// Why the body misses its target, and what would fix it (from reading the programs and the
@@ -221,8 +221,8 @@ const PROBE_COST_WHY: &str = "\
   the casts (commits a7e8de5 and 3243d45) the fentry recycle went from 3.04× (run of 4bf21b6)
   to 1.71× (probe-cost run of a7e8de5) and 1.94× (full run of 3243d45); the kprobe pair
   (`--backend kprobe` puts `page_release` on its kprobe, so the marks are off and the page's
-  `pp` is read too) from 4.41× to 2.18× and 2.25×. What is left is the CPU's slot, the cache's count
-  and top slot, the release mark for a page not in the cache (two per-CPU array lookups the
+  `pp` is read too) from 4.41× to 2.18× and 2.25×.
+  What is left is the CPU's slot, the cache's count and top slot, the release mark for a page not in the cache (two per-CPU array lookups the
   verifier inlines and two loads), the ring-full run's histogram when a run ends, and a few
   compares: with the floor's copies 1.70–1.89× (run medians of two probe-cost runs, four full
   runs and the windows beside other builds below; in the table's run 1.77×, 1.58–1.87× a

@@ -8,9 +8,9 @@
 //! directly (the common case in a pool's own NAPI; looked at first). A page that left the pool
 //! (ring full, or not recyclable) went through the `page_release` tracepoint on this CPU
 //! inside the call, whose program marked it (`pool::mark_released`; taken by
-//! `pool::take_release_mark`); any other is in the ring. Without a mark to go by (the marks off: no tracepoint, or no
-//! recycle hook) a page that left is told by reading it: the kernel clears its `pp` before
-//! handing it back.
+//! `pool::take_release_mark`); any other is in the ring. Without a mark to go by (the marks
+//! off: no tracepoint, or no recycle hook) a page that left is told by reading it: the kernel
+//! clears its `pp` before handing it back.
 
 use aya_ebpf::{
     macros::{fexit, kprobe, kretprobe},
@@ -51,8 +51,8 @@ fn on_top_of_cache<R: PoolRead>(pool: u64, netmem: u64, o: &KernelOffsets) -> bo
 /// Where the page went: (stayed in the cache, stayed in the pool).
 ///
 /// The cache first: a page on top of it stayed (exact, see [`on_top_of_cache`]), the common
-/// case in a pool's own NAPI, whose recycles then read neither the mark nor the page (in the
-/// lab's veth pool, recycled from another context, none is: every page also takes the mark).
+/// case in a pool's own NAPI, whose recycles then read neither the mark nor the page. (The
+/// lab's veth pool recycles none into its cache: there every page takes the mark as well.)
 /// A mark left untaken stays harmless: it names a page and the pool's intake at the release,
 /// and a later recycle of that page needs the pool to take it in again first.
 #[inline(always)]

@@ -16,7 +16,10 @@ use aya::maps::PerCpuArray;
 use ppscope_common::{site, UnmatchedReturns};
 
 use super::{hooks::HOOKS, Probes};
-use crate::model::{since, RawSample};
+use crate::{
+    model::{since, RawSample},
+    snapshot::Backend,
+};
 
 /// Unmatched returns below this many are never warned of, however few the calls counted: a
 /// quiet host's handful of recycles, one of them in a task that moved, is not a broken pair.
@@ -115,15 +118,29 @@ impl Probes {
     /// Reads the unmatched returns, and warns once a run of a recycle pair that lost more of
     /// its calls than it counted since the first check. `earlier` is the sample the last check
     /// was made at (the first check's: the same as `now`), `now` one taken just before.
+    ///
+    /// The recycles counted (a pass over every pool) are added up only while there is a pair
+    /// to judge: the recycle on its kprobe pair (its fexit opens no frame, so never loses a
+    /// return) and not yet warned of.
     pub fn check_unmatched(
         &mut self,
         earlier: &RawSample,
         now: &RawSample,
     ) -> Result<Vec<Unmatched>> {
         let unmatched = self.unmatched_returns()?;
+        if self.recycle_pair.warned {
+            return Ok(unmatched);
+        }
+        let on_kprobes = |name: &str| {
+            self.facts
+                .hooks
+                .iter()
+                .any(|h| h.hook == name && h.backend == Some(Backend::Kprobe))
+        };
         let recycle = HOOKS
             .iter()
             .find(|def| def.frame_site == Some(site::PUT))
+            .filter(|def| on_kprobes(def.name))
             .and_then(|def| unmatched.iter().find(|u| u.hook == def.name));
         if let Some(r) = recycle {
             let counted = recycles_counted(earlier, now);

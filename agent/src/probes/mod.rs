@@ -10,6 +10,8 @@
 //! - [`modules`]: re-attaching hooks of kernel modules as they come and go;
 //! - [`read`]: the maps read into a [`crate::model::RawSample`];
 //! - [`kept`]: pools' records and identities taken from the last sample while nothing moved;
+//! - [`kept_devices`]: the devices' identities, taken from the last read while no count names
+//!   a new one;
 //! - [`unmatched`]: returns that found another call's frame, and the warning when a pair
 //!   finds almost none of its own.
 use std::{
@@ -35,6 +37,7 @@ mod cast;
 mod hooks;
 mod hot_slot;
 mod kept;
+mod kept_devices;
 pub mod lab;
 mod modules;
 mod read;
@@ -44,6 +47,7 @@ use attach::{attach_hook, load_error, unload_all, AttachContext, HookPrograms};
 pub use hooks::build_features;
 use hooks::{programs_of, HOOKS};
 use kept::KeptRecords;
+use kept_devices::KeptDevices;
 use modules::{hooked_modules, loaded_modules, module_generation, ModuleGeneration};
 pub use unmatched::Unmatched;
 
@@ -143,6 +147,9 @@ pub struct Probes {
     /// Each pool's record and identity as last read, taken again while its counts hold
     /// still (see [`kept`]).
     kept: KeptRecords,
+    /// The devices' identities as last read whole, taken again while no count names a new
+    /// device (see [`kept_devices`]).
+    kept_devices: KeptDevices,
     /// The pools' own ids (what names a pool the kernel gives no netlink id).
     ids: PoolIds,
     /// Reads the programs' log lines while they run, when asked for (`--bpf-log`).
@@ -368,6 +375,7 @@ impl Probes {
             modules,
             refresh_failed: HashMap::new(),
             kept: KeptRecords::default(),
+            kept_devices: KeptDevices::default(),
             ids: PoolIds::default(),
             recycle_pair: Default::default(),
             _bpf_log: bpf_log,

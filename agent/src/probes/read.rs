@@ -15,6 +15,7 @@ use super::{
     batch::{self, PerCpuRows},
     hot_slot,
     kept::{KeptRecords, Records, Seen},
+    kept_devices::Devices,
     Probes,
 };
 use crate::model::{accumulate_site, ByAddr, PoolHists, ProgramRuntime, RawPool, RawSample};
@@ -151,19 +152,29 @@ impl Probes {
                 slot.budget += c.budget;
             }
         }
-        let mut devices = ByAddr::default();
-        let mut napi_devices = ByAddr::default();
-        for (key, id) in all::<u64, DeviceIdentity>(map("NAPI_IDENTITY")?)? {
-            napi_devices.insert(key, id.netdev);
-            devices.insert(id.netdev, id);
-        }
-        for (key, id) in all::<u64, DeviceIdentity>(map("DROP_DEVICES")?)? {
-            devices.entry(key).or_insert(id);
-        }
         let mut drop_counts = ByAddr::default();
         for (key, per_cpu) in all_per_cpu::<DropKey, u64>(map("DROPS")?, cpus)?.iter() {
             *drop_counts.entry(key).or_insert(0u64) += per_cpu.iter().sum::<u64>();
         }
+        // The identities after the counts: each is written before the first count naming it,
+        // so a count read has its identity in the map by then (see `kept_devices`).
+        let Devices {
+            napi_devices,
+            devices,
+        } = match self
+            .kept_devices
+            .unchanged(napi.keys().copied(), drop_counts.keys().map(|k| k.netdev))
+        {
+            Some(kept) => kept,
+            None => {
+                let read = Devices::of(
+                    all::<u64, DeviceIdentity>(map("NAPI_IDENTITY")?)?,
+                    all::<u64, DeviceIdentity>(map("DROP_DEVICES")?)?,
+                );
+                self.kept_devices.replace(&read);
+                read
+            }
+        };
         // Read in batches (a churning device leaves thousands of destroyed pools here: one by
         // one that was a syscall pair per entry per collection, and the agent fell behind in
         // the VM lab's churn test; a lookup per known pool was 10,000 syscalls a collection

@@ -877,11 +877,34 @@ fn a_real_prometheus_scrapes_the_agent() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("Address already in use"));
 
     lab.attach_xdp();
+    let label = format!("device=\"{}\"", lab.dev_rx);
+    // Drops are exported per device and reason, under the device's name: datagrams to a
+    // closed port on a device the agent has not seen drop before.
+    lab.datagrams_to_a_closed_port(20);
+    let drops = "ppscope_drops_total";
+    let deadline = Instant::now() + Duration::from_secs(8);
+    let mut exported = String::new();
+    while Instant::now() < deadline {
+        exported = http_get(&addr, "/metrics", None).1;
+        if metric_sum(&exported, drops, &label) >= 20.0 {
+            break;
+        }
+        thread::sleep(Duration::from_millis(300));
+    }
+    assert!(
+        metric_sum(&exported, drops, &label) >= 20.0,
+        "20 datagrams dropped on {} not exported as {drops}{{{label}}}:\n{}",
+        lab.dev_rx,
+        exported
+            .lines()
+            .filter(|l| l.starts_with(drops))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     lab.traffic(1);
 
     // The agent's own answer first: a failure below then says which side lost the pool.
     let family = "ppscope_page_pool_pages_allocated_total";
-    let label = format!("device=\"{}\"", lab.dev_rx);
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut exported = String::new();
     while Instant::now() < deadline {

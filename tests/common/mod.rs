@@ -175,6 +175,21 @@ impl VethLab {
         stop(&mut server);
     }
 
+    /// `n` UDP datagrams from tx to a port nobody listens on at rx: the receiver drops each
+    /// (no socket) on its veth, where the drop hook sees it.
+    pub fn datagrams_to_a_closed_port(&self, n: u32) {
+        let script = format!(
+            "for i in $(seq {n}); do echo x > /dev/udp/{}/9; done",
+            self.rx_addr
+        );
+        let out = run("ip", &["netns", "exec", &self.ns_tx, "bash", "-c", &script]);
+        assert!(
+            out.status.success(),
+            "datagrams: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// Whether the receiving veth reports page_pool counters through ethtool (`rx_pp_*`),
     /// which it does exactly when the kernel has `CONFIG_PAGE_POOL_STATS`.
     pub fn ethtool_has_pp_stats(&self) -> bool {

@@ -13,7 +13,9 @@ use std::sync::{
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use super::report::{AgentRow, LightCostRow, ProbeCostRow, SimRow, StartupRow, StatsCost};
+use super::report::{
+    agent_target, AgentRow, LightCostRow, ProbeCostRow, SimRow, StartupRow, StatsCost, TopRow,
+};
 use super::{BenchArgs, Results, Spread, Tools};
 
 const NS_A: &str = "ppbench-a";
@@ -643,7 +645,6 @@ pub fn pools_in_metrics(text: &str) -> usize {
 /// one-second samples) is full by then, so the figures are the steady state, not the fill.
 const STEADY_AFTER: Duration = Duration::from_secs(62);
 
-/// Agent cost with N real pools: CPU per second over a window, RSS, pools it exports.
 /// The pool map's size for `pools` pools: the default (4,096) where it holds them, as users
 /// run it, else the next power of two above twice the count (what README tells users to set).
 pub fn map_capacity(pools: usize) -> u32 {
@@ -655,6 +656,8 @@ pub fn map_capacity(pools: usize) -> u32 {
     }
 }
 
+/// Agent cost with N real pools: CPU per second over a window, RSS, pools it exports; and
+/// `top`'s on the same pools where a count has targets.
 pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
     let counts: &[usize] = if !args.pools.is_empty() {
         &args.pools
@@ -805,17 +808,17 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
         });
         // SAFETY: kill(2) on the agent this benchmark started.
         unsafe { kill(pid as i32, 15) };
-        if n == *counts.last().unwrap() {
+        if agent_target(n).is_some() || n == *counts.last().unwrap() {
             // The dashboard on the same pools, alone (the agent has stopped): a real terminal
-            // (tmux, 120×40), live source, 1 s refresh.
+            // (tmux, 120×40), live source, 1 s refresh; at each pool count with targets.
             match top_cost(tools, warm, window, capacity) {
-                Ok((cpu, rss_mb)) => res.agent_notes.push(format!(
-                    "`ppscope top` (live, 1 s refresh, a 120×40 tmux terminal, measured after the same warm-up) with the same {n} pool(s), the agent stopped: CPU {} % of a core per second, RSS {rss_mb:.1} MB.",
-                    cpu.show(1)
+                Ok(row) => res.top.push(TopRow {
+                    pools_made: n,
+                    ..row
+                }),
+                Err(e) => res.agent_notes.push(format!(
+                    "`ppscope top` on {n} pools could not be measured: {e:#}"
                 )),
-                Err(e) => res
-                    .agent_notes
-                    .push(format!("`ppscope top` could not be measured: {e:#}")),
             }
         }
         let _ = feed.kill();
@@ -826,8 +829,9 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
     Ok(())
 }
 
-/// CPU per second (median and range) and peak RSS of `ppscope top` in a detached tmux.
-fn top_cost(tools: &Tools, warm: Duration, window: u64, capacity: u32) -> Result<(Spread, f64)> {
+/// CPU per second (median, range, mean) and peak RSS of `ppscope top` in a detached tmux
+/// (`pools_made` left 0 for the caller).
+fn top_cost(tools: &Tools, warm: Duration, window: u64, capacity: u32) -> Result<TopRow> {
     let server = format!("ppbench-top-{}", std::process::id());
     let cmd = format!(
         "exec {} top --interval 1s --map-capacity {capacity}",
@@ -856,7 +860,12 @@ fn top_cost(tools: &Tools, warm: Duration, window: u64, capacity: u32) -> Result
     let result = (|| {
         sleep(warm);
         let (per_sec, rss_mb) = cpu_and_rss(pid, window, "top")?;
-        Ok((Spread::of(&per_sec).context("no CPU samples")?, rss_mb))
+        Ok(TopRow {
+            pools_made: 0,
+            cpu: Spread::of(&per_sec).context("no CPU samples")?,
+            cpu_mean: per_sec.iter().sum::<f64>() / per_sec.len() as f64,
+            rss_mb,
+        })
     })();
     kill_server();
     result

@@ -96,6 +96,7 @@ pub struct Results {
     pub workload_notes: Vec<String>,
     pub agent: Vec<report::AgentRow>,
     pub agent_notes: Vec<String>,
+    pub top: Vec<report::TopRow>,
     pub startup: Vec<report::StartupRow>,
     pub startup_notes: Vec<String>,
     pub simulator: Vec<report::SimRow>,

@@ -66,6 +66,16 @@ pub struct WorkloadRow {
     pub ratio: Option<Spread>,
 }
 
+/// `ppscope top` alone (the agent stopped) on the pools of an agent row.
+#[derive(Debug, Clone)]
+pub struct TopRow {
+    pub pools_made: usize,
+    /// % of one core, per 1 s sample.
+    pub cpu: Spread,
+    pub cpu_mean: f64,
+    pub rss_mb: f64,
+}
+
 #[derive(Debug, Clone)]
 pub struct AgentRow {
     pub pools_made: usize,
@@ -98,13 +108,16 @@ pub struct SimRow {
 }
 
 /// The agent's targets at a pool count (issue 15): % of a core, MB of RSS.
-fn agent_target(pools: usize) -> Option<(f64, f64)> {
+pub(super) fn agent_target(pools: usize) -> Option<(f64, f64)> {
     match pools {
         1000 => Some((1.0, 40.0)),
         10_000 => Some((3.0, 100.0)),
         _ => None,
     }
 }
+
+/// `ppscope top` on the agent's pools: at most this % of a core (mean of the 1 s samples).
+pub const TOP_CPU_TARGET: f64 = 1.0;
 
 /// Probe body target: ppscope's per-event run time at most this many times the floor's.
 pub const BODY_RATIO_TARGET: f64 = 1.25;
@@ -849,9 +862,11 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
              /proc/PID/stat per 1 s sample over a minute once the agent has run 62 s (its \
              one-minute advice window is full: the steady state; 3 s with --quick); RSS \
              is the largest VmRSS seen. The pool map keeps its default size (4,096) up to \
-             2,048 pools and twice the pool count (a power of two) above: 16,384 at 10,000 \
-             (`--map-capacity`). Targets: at 1,000 pools ≤ 1% of a core and ≤ 40 MB RSS, at \
-             10,000 ≤ 3% and ≤ 100 MB; cost growing no faster than linearly.\n"
+             2,048 pools and the power of two above twice the pool count beyond: {} at \
+             10,000 (`--map-capacity`). Targets: at 1,000 pools ≤ 1% of a core and ≤ 40 MB \
+             RSS, at 10,000 ≤ 3% and ≤ 100 MB; cost growing no faster than linearly; \
+             `ppscope top` on the same pools ≤ {TOP_CPU_TARGET}%.\n",
+            super::host::map_capacity(10_000)
         );
         let _ = writeln!(s, "| pools made | pools moving | pools exported | CPU % of a core (per s) | mean CPU % | RSS MB | scrape ms | target |");
         let _ = writeln!(
@@ -936,6 +951,23 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
                 "- Pools exported stop at {} at {} pools: `--max-pools`' default caps the \
                  series; every pool is still collected and advised.",
                 a.pools_exported, a.pools_made
+            );
+        }
+        for t in &r.top {
+            let _ = writeln!(
+                s,
+                "- `ppscope top` (live, 1 s refresh, a 120×40 tmux terminal, measured after the \
+                 same warm-up) on the same {} pool(s), the agent stopped: CPU {} % of a core \
+                 per second, mean {:.2}%, RSS {:.1} MB (target: CPU ≤ {TOP_CPU_TARGET}%: {}).",
+                t.pools_made,
+                t.cpu.show(1),
+                t.cpu_mean,
+                t.rss_mb,
+                if t.cpu_mean <= TOP_CPU_TARGET {
+                    "met"
+                } else {
+                    "**missed**"
+                }
             );
         }
         for n in &r.agent_notes {
@@ -1051,6 +1083,46 @@ fn label(config: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn top_is_marked_against_its_target_at_every_pool_count_it_ran_on() {
+        let top = |pools_made: usize, per_sec: &[f64]| TopRow {
+            pools_made,
+            cpu: Spread::of(per_sec).unwrap(),
+            cpu_mean: per_sec.iter().sum::<f64>() / per_sec.len() as f64,
+            rss_mb: 24.0,
+        };
+        let r = Results {
+            agent: vec![AgentRow {
+                pools_made: 1000,
+                pools_moving: 1000,
+                pools_exported: 1000,
+                cpu: Spread::of(&[1.0]).unwrap(),
+                cpu_mean: 0.9,
+                rss_mb: 27.0,
+                scrape_ms: None,
+            }],
+            top: vec![
+                top(1000, &[0.0, 1.0, 1.0, 0.0]),
+                top(10_000, &[1.0, 2.0, 2.0]),
+            ],
+            ..Results::default()
+        };
+        let text = render(&BenchArgs::default(), &r, Duration::ZERO);
+        let line = |n: &str| {
+            text.lines()
+                .find(|l| l.starts_with("- `ppscope top`") && l.contains(&format!(" {n} pool")))
+                .unwrap_or_else(|| panic!("no top line for {n} pools in:\n{text}"))
+                .to_string()
+        };
+        assert!(line("1000").contains("mean 0.50%") && line("1000").ends_with(": met)."));
+        assert!(line("10000").contains("mean 1.67%"));
+        assert!(
+            line("10000").ends_with(": **missed**)."),
+            "{}",
+            line("10000")
+        );
+    }
 
     #[test]
     fn a_host_start_far_above_its_median_is_explained() {

@@ -997,10 +997,16 @@ fn a_real_prometheus_scrapes_the_agent() {
 
 /// Starts `ppscope agent` on a free loopback port; returns it and its address.
 fn start_agent() -> (Reaper, String) {
+    start_agent_with(&[])
+}
+
+/// [`start_agent`] with more arguments.
+fn start_agent_with(args: &[&str]) -> (Reaper, String) {
     let addr = format!("127.0.0.1:{}", free_tcp_port());
     let mut agent = Reaper(
         Command::new(PPSCOPE)
             .args(["agent", "--listen", &addr, "--interval", "300ms"])
+            .args(args)
             .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
@@ -1017,6 +1023,41 @@ fn start_agent() -> (Reaper, String) {
         .expect("agent starts");
     assert!(line.contains("agent serving"), "{line}");
     (agent, addr)
+}
+
+/// A NAPI instance first seen after the agent started has its polls exported within seconds:
+/// its new key has the devices' identities read again (`probes/kept_devices.rs`) instead of
+/// waiting for the next whole read, every 60 collections (18 s at this interval), before its
+/// polls can be given to a device.
+#[test]
+#[ignore = "needs root: run through `cargo xtask test`"]
+fn a_napi_instance_polling_after_the_agent_started_is_exported_within_seconds() {
+    let mut lab = VethLab::new("k", 28);
+    let (_agent, addr) = start_agent_with(&["--detail", "full"]);
+    // A few collections without it first.
+    thread::sleep(Duration::from_secs(1));
+    lab.attach_xdp();
+    lab.traffic(1);
+    let name = "ppscope_napi_polls_total";
+    let label = format!("device=\"{}\"", lab.dev_rx);
+    let deadline = Instant::now() + Duration::from_secs(6);
+    let mut exported = String::new();
+    while Instant::now() < deadline {
+        exported = http_get(&addr, "/metrics", None).1;
+        if metric_sum(&exported, name, &label) > 0.0 {
+            break;
+        }
+        thread::sleep(Duration::from_millis(300));
+    }
+    assert!(
+        metric_sum(&exported, name, &label) > 0.0,
+        "no {name}{{{label}}} > 0 within 6 s of the traffic:\n{}",
+        exported
+            .lines()
+            .filter(|l| l.starts_with(name))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
 
 #[test]

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::{free_tcp_port, metric_sum, run, Prometheus, VethLab, PPSCOPE};
+use common::{free_tcp_port, metric_series, metric_sum, run, Prometheus, VethLab, PPSCOPE};
 
 /// Starts `ppscope diagnose` and returns once it says it is watching.
 fn start_diagnose(args: &[&str]) -> Child {
@@ -968,6 +968,17 @@ fn a_real_prometheus_scrapes_the_agent() {
         "self-metrics: {body}"
     );
     assert!(body.contains("ppscope_hook_attached{hook=\"page_hold\",backend=\"tracepoint\"} 1"));
+    // This kernel counts the runs it skips of tracepoint programs (6.7+, from its BTF): the
+    // attached tracepoint hooks have the series, read from the kernel's per-program info.
+    assert_eq!(
+        metric_series(&body, "ppscope_skipped_runs_total", "hook=\"page_hold\""),
+        1,
+        "{}",
+        body.lines()
+            .filter(|l| l.contains("skipped_runs"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     let (_, om) = http_get(
         &addr,
         "/metrics",

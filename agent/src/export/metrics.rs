@@ -17,7 +17,7 @@ use prometheus_client::{
     registry::Registry,
 };
 
-use crate::probes::Unmatched;
+use crate::probes::{Skipped, Unmatched};
 use crate::snapshot::{
     health::{self, Basis},
     DeviceView, Latency, NapiView, OverheadView, PoolView, Snapshot,
@@ -42,6 +42,8 @@ pub struct SelfStats {
     pub unmatched_returns: Vec<Unmatched>,
     /// Whether the kprobe recycle pair lost more of its calls than it counted.
     pub recycle_pair_lost: bool,
+    /// Per attached hook whose programs' skipped runs the kernel counts: those runs.
+    pub skipped_runs: Vec<Skipped>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -170,6 +172,8 @@ enum Series {
     Agent(fn(&SelfStats, &Exported) -> f64),
     /// Per attached hook with an entry/exit pair (`hook` label).
     UnmatchedReturns,
+    /// Per hook the kernel counts skipped runs for.
+    SkippedRuns,
 }
 
 /// What this rendering exported, for the agent's own families.
@@ -374,6 +378,12 @@ const FAMILIES: &[FamilyDef] = &[
         "counter",
         "Returns of a hook's entry/exit pair that found their call's frame held by another call, so went uncounted: a few where tasks move between CPUs; about as many as the hook's calls means the pair cannot tell its calls on this kernel (see ppscope_recycle_pair_lost). A hook served by an fexit alone has no pair and shows 0.",
         Series::UnmatchedReturns,
+    ),
+    family(
+        "ppscope_skipped_runs_total",
+        "counter",
+        "Runs of a hook's programs the kernel skipped, as it counts them: it does not nest tracing programs, so a kprobe program is skipped while another BPF program (any tool's) runs on the same CPU, an fentry, fexit or tracepoint program while the same program does. Each is an event the hook's figures lack. Only hooks whose programs this kernel counts (trampolines since Linux 5.11, kprobes and raw tracepoints since 6.7) have a series.",
+        Series::SkippedRuns,
     ),
     family(
         "ppscope_recycle_pair_lost",
@@ -623,6 +633,11 @@ impl Collector for Exposition {
                 Series::UnmatchedReturns => {
                     for u in &me.unmatched_returns {
                         f.sample(&vec![("hook", u.hook)], u.returns as f64)?;
+                    }
+                }
+                Series::SkippedRuns => {
+                    for s in &me.skipped_runs {
+                        f.sample(&vec![("hook", s.hook)], s.runs as f64)?;
                     }
                 }
             }
@@ -1011,5 +1026,34 @@ mod tests {
             lines(&t, "ppscope_recycle_pair_lost"),
             ["ppscope_recycle_pair_lost 1"]
         );
+    }
+
+    #[test]
+    fn skipped_runs_are_a_counter_per_hook_the_kernel_counts_and_absent_for_others() {
+        let me = SelfStats {
+            skipped_runs: vec![Skipped {
+                hook: "page_release",
+                runs: 12,
+            }],
+            ..Default::default()
+        };
+        let (t, _) = render(&Arc::new(snap()), &snap(), &me, Format::Prometheus, 100);
+        assert_eq!(
+            lines(&t, "ppscope_skipped_runs_total"),
+            [r#"ppscope_skipped_runs_total{hook="page_release"} 12"#]
+        );
+        assert!(
+            t.contains("# TYPE ppscope_skipped_runs_total counter"),
+            "{t}"
+        );
+        // A hook the kernel does not count for is not in the list: no guessed 0.
+        let (t, _) = render(
+            &Arc::new(snap()),
+            &snap(),
+            &SelfStats::default(),
+            Format::Prometheus,
+            100,
+        );
+        assert!(lines(&t, "ppscope_skipped_runs_total").is_empty(), "{t}");
     }
 }

@@ -1,8 +1,9 @@
 //! Reading a whole hash map in a few system calls (`BPF_MAP_LOOKUP_BATCH`, Linux ≥ 5.6)
 //! instead of two per entry (aya's iterator: `GET_NEXT_KEY`, then `LOOKUP_ELEM`). With 1,000
 //! pools and nine maps that was ~20,000 system calls a collection; batched it is a handful
-//! per map. aya 0.14 has no batch operations, so this is the one place ppscope calls `bpf(2)`
-//! itself, with aya-obj's generated `bpf_attr` (the kernel's own layout).
+//! per map. aya 0.14 has no batch operations, so this is one of the two places ppscope calls
+//! `bpf(2)` itself (the other: a program's skipped runs, `skipped.rs`), with aya-obj's
+//! generated `bpf_attr` (the kernel's own layout).
 //!
 //! [`for_each`] and [`per_cpu_entries`] say so (`None`, `false`) when the kernel
 //! does not do batches for the map (older kernels, `EINVAL`/`ENOTSUPP`): the caller then

@@ -13,7 +13,9 @@
 //! - [`kept_devices`]: the devices' identities, taken from the last read while no count names
 //!   a new one;
 //! - [`unmatched`]: returns that found another call's frame, and the warning when a pair
-//!   finds almost none of its own.
+//!   finds almost none of its own;
+//! - [`skipped`]: runs of the programs the kernel skipped (it does not nest tracing programs),
+//!   as it counts them, and the warning when a hook's count moves.
 use std::{
     collections::{HashMap, VecDeque},
     os::fd::OwnedFd,
@@ -41,6 +43,7 @@ mod kept_devices;
 pub mod lab;
 mod modules;
 mod read;
+mod skipped;
 mod unmatched;
 
 use attach::{attach_hook, load_error, unload_all, AttachContext, HookPrograms};
@@ -49,6 +52,7 @@ use hooks::{programs_of, HOOKS};
 use kept::KeptRecords;
 use kept_devices::KeptDevices;
 use modules::{hooked_modules, loaded_modules, module_generation, ModuleGeneration};
+pub use skipped::Skipped;
 pub use unmatched::Unmatched;
 
 use crate::{
@@ -158,6 +162,9 @@ pub struct Probes {
     pub(crate) startup: Option<StartupClock>,
     /// The recycle pair's returns against its counts, for the warning ([`unmatched`]).
     recycle_pair: unmatched::RecyclePairCheck,
+    /// Which programs' skipped runs the kernel counts, and the hooks warned of ([`skipped`]).
+    skips_counted: skipped::SkipsCounted,
+    skip_check: skipped::SkipCheck,
 }
 
 impl Probes {
@@ -291,6 +298,7 @@ impl Probes {
             aya_btf,
         };
         let hooks = attach_all(&mut ebpf, opts.backend, opts.detail, &ctx);
+        let skips_counted = skipped::SkipsCounted::find(&ctx.btf);
         for hook in &hooks {
             clock.hook_loaded(hook);
         }
@@ -378,6 +386,8 @@ impl Probes {
             kept_devices: KeptDevices::default(),
             ids: PoolIds::default(),
             recycle_pair: Default::default(),
+            skips_counted,
+            skip_check: Default::default(),
             _bpf_log: bpf_log,
             startup: Some(clock),
         })

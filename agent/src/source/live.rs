@@ -15,7 +15,7 @@ use crate::{
     host::{ethtool, netlink::NetlinkSample},
     model::{self, c_name, RawSample, SourceFacts},
     pipeline::{self, AdviceFrom, Window},
-    probes::{Probes, Unmatched},
+    probes::{Probes, Skipped, Unmatched},
     snapshot::{Advice, Detail, HookStatus, PoolKey, Snapshot},
 };
 
@@ -136,6 +136,9 @@ pub struct Collection {
     pub unmatched_returns: Vec<Unmatched>,
     /// Whether the recycle pair lost more of its calls than it counted (warned of once).
     pub recycle_pair_lost: bool,
+    /// Per attached hook whose programs' skipped runs the kernel counts: those runs (since
+    /// the start).
+    pub skipped_runs: Vec<Skipped>,
 }
 
 impl LiveSource {
@@ -143,6 +146,7 @@ impl LiveSource {
     pub fn new(mut probes: Probes) -> Result<Self> {
         let first = Arc::new(probes.sample()?);
         check_unmatched(&mut probes, &first, &first);
+        probes.check_skipped();
         let netlink_first = Arc::new(NetlinkSample::read());
         Ok(Self {
             window: probes
@@ -180,6 +184,7 @@ impl LiveSource {
         }
         let cur = Arc::new(self.probes.sample()?);
         let unmatched_returns = check_unmatched(&mut self.probes, &self.prev, &cur);
+        let skipped_runs = self.probes.check_skipped();
         let netlink_now = Arc::new(NetlinkSample::read());
         let facts = &self.probes.facts;
         let target = crate::advice::DEFAULT_TARGET;
@@ -218,6 +223,7 @@ impl LiveSource {
             map_evictions,
             unmatched_returns,
             recycle_pair_lost: self.probes.recycle_pair_lost(),
+            skipped_runs,
         })
     }
 }
@@ -265,6 +271,7 @@ fn sample_for(
 ) -> Result<()> {
     let first = probes.sample()?;
     check_unmatched(probes, &first, &first);
+    probes.check_skipped();
     let start = first.at;
     each(&first)?;
     loop {
@@ -279,6 +286,7 @@ fn sample_for(
             // At the end, over the whole window: the warning (if any) comes before the report
             // it qualifies.
             check_unmatched(probes, &first, &s);
+            probes.check_skipped();
             return Ok(());
         }
     }

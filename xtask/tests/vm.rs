@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use ppscope::testing::schema_errors;
 use serde_json::Value;
 use xtask::{
-    vm::{run_script, KernelChoice, VmRun},
+    vm::{run_script, which, with_libs, KernelChoice, VmRun},
     workspace_root,
 };
 
@@ -560,6 +560,50 @@ fn vm_kprobe_counts_a_quiet_hosts_recycles_as_the_kernel_does() {
             section(&out.output, "ping")
         );
     }
+}
+
+/// Another tool's kprobe programs (bpftrace) busy in tasks on both CPUs while virtio-net's
+/// NAPI softirqs come in: the kernel skips ppscope's kprobe programs taken inside them and
+/// counts it, and the kprobe agent exports those runs per hook and warns; the fentry agent
+/// beside it, whose programs the same kernel counts too, exports the family as well.
+#[test]
+#[ignore = "boots the VM lab: run through `cargo xtask test`"]
+fn vm_kprobe_programs_skipped_under_another_tools_kprobes_are_exported_and_warned_of() {
+    let bpftrace = which("bpftrace").expect("bpftrace on the host (cargo xtask setup)");
+    let mut run = VmRun::new(workspace_root().join("xtask/vm-tests/skipped-runs.sh"));
+    run.args = vec!["10".into()];
+    run.extra = with_libs(&bpftrace, "/usr/sbin/bpftrace").expect("ldd bpftrace");
+    // bpftrace brings LLVM: the guest's initramfs grows by ~200 MB.
+    run.memory = "3G".into();
+    let out = run_script(&run).expect("the VM lab runs");
+    assert_eq!(out.status, 0, "lab script failed:\n{}", out.output);
+    let name = "ppscope_skipped_runs_total";
+    let kprobe = section(&out.output, "kprobe-metrics");
+    let skipped: f64 = metric_values(kprobe, name, &[]).iter().sum();
+    assert!(
+        skipped > 0.0,
+        "no skipped runs exported by the kprobe agent:\n{}",
+        out.output
+    );
+    assert_eq!(
+        metric_values(
+            kprobe,
+            "ppscope_hook_attached",
+            &["hook=\"recycle\"", "backend=\"kprobe\""]
+        ),
+        [1.0]
+    );
+    let stderr = section(&out.output, "kprobe-stderr");
+    assert!(
+        stderr.contains("the kernel skipped")
+            && stderr.contains("of ppscope's programs on this hook"),
+        "{stderr}"
+    );
+    let fentry = section(&out.output, "fentry-metrics");
+    assert!(
+        metric_values(fentry, name, &["hook=\"recycle\""]).len() == 1,
+        "the fentry agent does not export {name} for recycle:\n{fentry}"
+    );
 }
 
 #[test]

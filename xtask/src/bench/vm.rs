@@ -1,43 +1,12 @@
 //! Benchmarks in the VM lab (`xtask/vm-tests/bench-vm.sh`): fentry and kprobe probe cost,
 //! workload slowdown, and start-up with kprobes. The guest's CPUs are emulated (TCG): the
 //! figures compare configurations within one run; they say nothing of real hardware speed.
-use anyhow::{Context, Result};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use anyhow::Result;
 use std::time::Duration;
 
 use super::report::{StartupRow, WorkloadRow};
 use super::{host, BenchArgs, Results, Spread, Tools};
-use crate::vm::{run_script, Ppscope, VmRun};
-
-/// A host binary and the libraries ldd names, as (host, guest) pairs for `VmRun::extra`.
-fn with_libs(bin: &Path, guest: &str) -> Result<Vec<(PathBuf, String)>> {
-    let mut v = vec![(bin.to_path_buf(), guest.to_string())];
-    let out = Command::new("ldd").arg(bin).output().context("ldd")?;
-    for l in String::from_utf8_lossy(&out.stdout).lines() {
-        // "libz.so.1 => /lib/x86_64-linux-gnu/libz.so.1 (0x…)"
-        if let Some(path) = l
-            .split("=>")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-        {
-            if path.starts_with('/') {
-                let g = path.strip_prefix("/usr").unwrap_or(path);
-                v.push((PathBuf::from(path), format!("/usr{g}")));
-            }
-        }
-    }
-    Ok(v)
-}
-
-fn which(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .chain(["/usr/sbin", "/sbin"])
-        .map(|d| Path::new(d).join(name))
-        .find(|p| p.is_file())
-}
+use crate::vm::{run_script, which, with_libs, Ppscope, VmRun};
 
 pub fn run(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
     let mut phases = Vec::new();

@@ -245,6 +245,36 @@ fn guest_path(g: &str) -> String {
     }
 }
 
+/// A host binary and the libraries ldd names, as (host, guest) pairs for `VmRun::extra`.
+pub fn with_libs(bin: &Path, guest: &str) -> Result<Vec<(PathBuf, String)>> {
+    let mut v = vec![(bin.to_path_buf(), guest.to_string())];
+    let out = Command::new("ldd").arg(bin).output().context("ldd")?;
+    for l in String::from_utf8_lossy(&out.stdout).lines() {
+        // "libz.so.1 => /lib/x86_64-linux-gnu/libz.so.1 (0x…)"
+        if let Some(path) = l
+            .split("=>")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+        {
+            if path.starts_with('/') {
+                let g = path.strip_prefix("/usr").unwrap_or(path);
+                v.push((PathBuf::from(path), format!("/usr{g}")));
+            }
+        }
+    }
+    Ok(v)
+}
+
+/// A program on `PATH` (or in the sbin folders), for shipping into the guest.
+pub fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .chain(["/usr/sbin", "/sbin"])
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.is_file())
+}
+
 /// Boot the lab, run the script, stream its output, return its status and output.
 pub fn run_script(run: &VmRun) -> Result<VmOutcome> {
     // Two TCG guests at once on a small machine have hung a boot and skew every timing:

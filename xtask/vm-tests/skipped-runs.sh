@@ -1,0 +1,47 @@
+#!/bin/sh
+# VM lab script: another tool's kprobe programs busy in tasks on every CPU (bpftrace on
+# vfs_read and vfs_write while dd copies a byte at a time) as NAPI softirqs come in over
+# virtio-net (iperf3 vnet0 -> vnet1). The kernel does not nest kprobe programs: ppscope's,
+# taken in a softirq that interrupted bpftrace's, are skipped and counted. Two agents watch
+# side by side, one on kprobes and one on fentry (whose programs nest but for their own).
+#
+# Usage: skipped-runs.sh SECONDS
+# Needs bpftrace in the guest (the host's, shipped with its libraries by the test).
+# Prints sections between @@name lines for the host-side test to read.
+set -eu
+. /lab/lib.sh
+SECS=$1
+
+iperf3_servers ppb
+start_agent --backend kprobe --detail full
+ppscope agent --listen 127.0.0.1:9465 --backend fentry --detail full 2>/tmp/agent-fentry.err &
+FENTRY=$!
+wait_for /tmp/agent-fentry.err "agent serving"
+
+bpftrace -e 'BEGIN { printf("bpftrace ready\n"); }
+kprobe:vfs_read, kprobe:vfs_write { @calls[comm, cpu] = count(); @bytes = hist(arg2); }' \
+    >/tmp/bpftrace.out 2>&1 &
+BT=$!
+wait_for /tmp/bpftrace.out "bpftrace ready"
+DDS=""
+for _ in 1 2; do
+    dd if=/dev/zero of=/dev/null bs=1 count=1000000000 2>/dev/null &
+    DDS="$DDS $!"
+done
+
+ip netns exec ppa iperf3 -c 198.18.0.2 -t "$SECS" >/tmp/iperf.txt
+# A collection after the traffic.
+sleep 2
+echo "@@kprobe-metrics"; scrape
+echo "@@fentry-metrics"; busybox wget -q -O - http://127.0.0.1:9465/metrics
+
+for p in $DDS; do kill "$p"; done
+kill -INT "$BT"
+wait "$BT" || true
+kill -TERM "$FENTRY"
+wait "$FENTRY" || true
+stop_agent || true
+echo "@@kprobe-stderr"; cat /tmp/agent.err
+echo "@@fentry-stderr"; cat /tmp/agent-fentry.err
+echo "@@iperf"; tail -3 /tmp/iperf.txt
+echo "@@end"

@@ -26,7 +26,7 @@ pub use moved::moved_pools;
 pub use pools::{apply_state, pool_view};
 pub use sample::{
     BpfStats, ByAddr, Coverage, PoolCounts, PoolHists, PoolIds, ProgramRuntime, RawPool, RawSample,
-    SourceFacts,
+    SkippedRunsCounted, SourceFacts,
 };
 
 pub use crate::snapshot::ratio;

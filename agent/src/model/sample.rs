@@ -295,6 +295,19 @@ pub struct SourceFacts {
     pub show_addresses: bool,
     /// Whether the kernel timed the programs, for ppscope's own cost (doctor says which).
     pub bpf_stats: BpfStats,
+    /// Which of the programs' skipped runs the kernel counts (`probes/skipped.rs`; doctor says).
+    pub skipped_runs_counted: SkippedRunsCounted,
+}
+
+/// Which programs' skipped runs the kernel counts (it does not nest tracing programs, and
+/// counts each run it skips), from its BTF. Nothing for a replay or a simulation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SkippedRunsCounted {
+    /// fentry, fexit, `tp_btf` (Linux 5.11+: `bpf_prog_info.recursion_misses`).
+    pub trampolines: bool,
+    /// kprobes, kretprobes, raw and perf tracepoints (Linux 6.7+: the kprobe link info's
+    /// `missed`, which came with it).
+    pub kprobes_and_raw: bool,
 }
 
 /// The kernel's BPF run-time stats as a live source found them. They time every BPF program

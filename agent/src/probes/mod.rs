@@ -162,8 +162,7 @@ pub struct Probes {
     pub(crate) startup: Option<StartupClock>,
     /// The recycle pair's returns against its counts, for the warning ([`unmatched`]).
     recycle_pair: unmatched::RecyclePairCheck,
-    /// Which programs' skipped runs the kernel counts, and the hooks warned of ([`skipped`]).
-    skips_counted: skipped::SkipsCounted,
+    /// The hooks whose skipped runs were warned of ([`skipped`]).
     skip_check: skipped::SkipCheck,
 }
 
@@ -298,7 +297,7 @@ impl Probes {
             aya_btf,
         };
         let hooks = attach_all(&mut ebpf, opts.backend, opts.detail, &ctx);
-        let skips_counted = skipped::SkipsCounted::find(&ctx.btf);
+        let skipped_runs_counted = skipped::counted(&ctx.btf);
         for hook in &hooks {
             clock.hook_loaded(hook);
         }
@@ -375,6 +374,7 @@ impl Probes {
                 } else {
                     BpfStats::Off
                 },
+                skipped_runs_counted,
             },
             fields,
             map_capacity: opts.map_capacity,
@@ -386,7 +386,6 @@ impl Probes {
             kept_devices: KeptDevices::default(),
             ids: PoolIds::default(),
             recycle_pair: Default::default(),
-            skips_counted,
             skip_check: Default::default(),
             _bpf_log: bpf_log,
             startup: Some(clock),

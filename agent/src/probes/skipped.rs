@@ -22,7 +22,10 @@ use aya::programs::Program;
 use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_prog_info};
 
 use super::{hooks::HOOKS, Probes};
-use crate::{host::btf::KernelBtf, model::since};
+use crate::{
+    host::btf::KernelBtf,
+    model::{since, SkippedRunsCounted},
+};
 
 /// A hook's runs the kernel skipped since its programs were loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,38 +34,29 @@ pub struct Skipped {
     pub runs: u64,
 }
 
-/// Which programs' skipped runs this kernel counts (from its BTF).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct SkipsCounted {
-    /// fentry, fexit, `tp_btf` (Linux 5.11+).
-    pub trampolines: bool,
-    /// kprobes, kretprobes, raw and perf tracepoints (Linux 6.7+).
-    pub perf_and_raw: bool,
+/// Which programs' skipped runs this kernel counts, found in its BTF.
+pub(super) fn counted(btf: &KernelBtf) -> SkippedRunsCounted {
+    btf.look_up(&["bpf_prog_info", "bpf_link_info"]);
+    let trampolines = btf
+        .member_offset("bpf_prog_info", &["recursion_misses"])
+        .is_some();
+    SkippedRunsCounted {
+        trampolines,
+        kprobes_and_raw: trampolines
+            && btf
+                .member_offset("bpf_link_info", &["perf_event", "kprobe", "missed"])
+                .is_some(),
+    }
 }
 
-impl SkipsCounted {
-    pub fn find(btf: &KernelBtf) -> Self {
-        btf.look_up(&["bpf_prog_info", "bpf_link_info"]);
-        let trampolines = btf
-            .member_offset("bpf_prog_info", &["recursion_misses"])
-            .is_some();
-        Self {
-            trampolines,
-            perf_and_raw: trampolines
-                && btf
-                    .member_offset("bpf_link_info", &["perf_event", "kprobe", "missed"])
-                    .is_some(),
+/// Whether the kernel counts this program's skipped runs.
+fn counts(counted: SkippedRunsCounted, program: &Program) -> bool {
+    match program {
+        Program::FEntry(_) | Program::FExit(_) | Program::BtfTracePoint(_) => counted.trampolines,
+        Program::KProbe(_) | Program::RawTracePoint(_) | Program::TracePoint(_) => {
+            counted.kprobes_and_raw
         }
-    }
-
-    fn counts(&self, program: &Program) -> bool {
-        match program {
-            Program::FEntry(_) | Program::FExit(_) | Program::BtfTracePoint(_) => self.trampolines,
-            Program::KProbe(_) | Program::RawTracePoint(_) | Program::TracePoint(_) => {
-                self.perf_and_raw
-            }
-            _ => false,
-        }
+        _ => false,
     }
 }
 
@@ -124,7 +118,7 @@ impl Probes {
                     };
                     // Not loaded: another backend serves the hook.
                     let Ok(fd) = program.fd() else { continue };
-                    if !self.skips_counted.counts(program) {
+                    if !counts(self.facts.skipped_runs_counted, program) {
                         return None;
                     }
                     runs += recursion_misses(fd.as_fd()).ok()?;
@@ -224,16 +218,16 @@ mod tests {
             .split(['.', '-'])
             .map(|p| p.parse::<u32>().unwrap_or(0));
         let version = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-        let counted = SkipsCounted::find(&btf);
+        let found = counted(&btf);
         assert_eq!(
-            counted.trampolines,
+            found.trampolines,
             version >= (5, 11),
-            "{release}: {counted:?}"
+            "{release}: {found:?}"
         );
         assert_eq!(
-            counted.perf_and_raw,
+            found.kprobes_and_raw,
             version >= (6, 7),
-            "{release}: {counted:?}"
+            "{release}: {found:?}"
         );
     }
 }

@@ -104,6 +104,8 @@ impl Header {
             show_addresses: false,
             // Whether the recorder was timed shows in its samples' run times, if any.
             bpf_stats: BpfStats::Off,
+            // The recorder's kernel's, not this one's: what it skipped is in no recording.
+            skipped_runs_counted: Default::default(),
         }
     }
 }

@@ -3,7 +3,7 @@ use std::fmt::Write;
 
 use crate::{
     host::{btf::ResolvedField, btf::VMLINUX_BTF, netlink::NetlinkSample, system},
-    model::{BpfStats, SourceFacts},
+    model::{BpfStats, SkippedRunsCounted, SourceFacts},
     snapshot::{Backend, HookLoad},
 };
 
@@ -77,6 +77,13 @@ fn backend_lines(facts: &SourceFacts, netlink: &NetlinkSample) -> Vec<(&'static 
     };
     lines.push(("netlink stats", netlink_line));
     lines.push(("BPF stats", bpf_stats_line(facts.bpf_stats).into()));
+    let on = |b: Backend| hooks.iter().any(|h| h.backend == Some(b));
+    if let Some(line) = skipped_runs_line(
+        facts.skipped_runs_counted,
+        on(Backend::Kprobe) || on(Backend::Tracepoint),
+    ) {
+        lines.push(("skipped runs", line.into()));
+    }
     // Where a program holds a pool or page as a number: kprobes, raw tracepoints (a tracepoint
     // row may run its raw program), the recycle (the cache's top slot, a page's `pp`); fentry
     // programs that take the pool from a frame too, but those hooks come with the others.
@@ -240,6 +247,32 @@ fn figure_sources(facts: &SourceFacts, kernel_stats: bool) -> Vec<FigureSource> 
             full: advice_full,
         },
     ]
+}
+
+/// Whether the kernel counts the runs it skips of the programs this run attached (it does not
+/// nest tracing programs); None for a replay or a simulation, whose kernel is not this one.
+fn skipped_runs_line(counted: SkippedRunsCounted, kprobes_or_raw: bool) -> Option<&'static str> {
+    Some(match (counted.trampolines, counted.kprobes_and_raw) {
+        (false, _) if !kprobes_or_raw => return None,
+        (_, true) => {
+            "counted by the kernel for every backend: ppscope_skipped_runs_total and a warning \
+             say when it skipped ppscope's programs (a kprobe program while another BPF program \
+             runs on the CPU)"
+        }
+        (true, false) if kprobes_or_raw => {
+            "counted for fentry/fexit only: this kernel (before 6.7) skips kprobe and raw \
+             tracepoint programs where they would nest without counting it, so those hooks' \
+             figures can be short without a sign while other BPF tools run"
+        }
+        (true, false) => {
+            "counted by the kernel for fentry/fexit: ppscope_skipped_runs_total and a warning \
+             say when it skipped ppscope's programs"
+        }
+        (false, _) => {
+            "not counted by this kernel (before 5.11): a program it skips where it would nest \
+             leaves its hook's figures short without a sign"
+        }
+    })
 }
 
 /// Whether the kernel timed ppscope's programs this run (its own cost), and at what price.
@@ -512,6 +545,44 @@ mod tests {
         let mut f = facts(Detail::Light, None, Some(Backend::Fentry));
         f.hooks.retain(|h| !h.hook.starts_with("page_"));
         assert_eq!(reads(&f), None);
+    }
+
+    #[test]
+    fn doctor_says_whether_the_kernel_counts_the_runs_it_skips() {
+        let line = |trampolines, kprobes_and_raw, backend| {
+            let mut f = facts(Detail::Full, backend, backend);
+            // Only the backend asked for (a tracepoint may run a raw program).
+            f.hooks.retain(|h| h.backend == backend);
+            f.skipped_runs_counted = SkippedRunsCounted {
+                trampolines,
+                kprobes_and_raw,
+            };
+            text(&f, &[], &NetlinkSample::default())
+                .lines()
+                .find(|l| l.starts_with("skipped runs"))
+                .map(str::to_string)
+        };
+        let fentry = Some(Backend::Fentry);
+        let kprobe = Some(Backend::Kprobe);
+        assert!(line(true, true, kprobe)
+            .unwrap()
+            .contains("counted by the kernel for every backend"));
+        let old = line(true, false, kprobe).unwrap();
+        assert!(
+            old.contains("before 6.7") && old.contains("without a sign"),
+            "{old}"
+        );
+        assert!(line(true, false, fentry)
+            .unwrap()
+            .contains("counted by the kernel for fentry/fexit"));
+        assert!(line(false, false, kprobe).unwrap().contains("before 5.11"));
+        // A replay's facts count nothing and attach nothing: no line.
+        let mut replay = facts(Detail::Full, None, None);
+        replay.hooks.clear();
+        replay.skipped_runs_counted = SkippedRunsCounted::default();
+        assert!(text(&replay, &[], &NetlinkSample::default())
+            .lines()
+            .all(|l| !l.starts_with("skipped runs")));
     }
 
     #[test]

@@ -382,7 +382,7 @@ const FAMILIES: &[FamilyDef] = &[
     family(
         "ppscope_skipped_runs_total",
         "counter",
-        "Runs of a hook's programs the kernel skipped, as it counts them: it does not nest tracing programs, so a kprobe program is skipped while another BPF program (any tool's) runs on the same CPU, an fentry, fexit or tracepoint program while the same program does. Each is an event the hook's figures lack. Only hooks whose programs this kernel counts (trampolines since Linux 5.11, kprobes and raw tracepoints since 6.7) have a series.",
+        "Runs of a hook's programs the kernel skipped, as it counts them: it does not nest tracing programs, so a kprobe program is skipped while another kprobe or perf BPF program or a BPF map system call (ppscope's own reads included) holds the CPU, an fentry, fexit or tracepoint program while the same program runs there. Each is an event the hook's figures lack (up to one a call: a pair's entry and exit count apart). Only hooks whose programs this kernel counts have a series (fentry/fexit since Linux 5.11; kprobes and tracepoints where its BTF shows the 6.7 counting).",
         Series::SkippedRuns,
     ),
     family(
@@ -1033,6 +1033,7 @@ mod tests {
         let me = SelfStats {
             skipped_runs: vec![Skipped {
                 hook: "page_release",
+                backend: crate::snapshot::Backend::Tracepoint,
                 runs: 12,
             }],
             ..Default::default()

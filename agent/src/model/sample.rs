@@ -303,10 +303,10 @@ pub struct SourceFacts {
 /// counts each run it skips), from its BTF. Nothing for a replay or a simulation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SkippedRunsCounted {
-    /// fentry, fexit, `tp_btf` (Linux 5.11+: `bpf_prog_info.recursion_misses`).
+    /// fentry, fexit (Linux 5.11+: `bpf_prog_info.recursion_misses`).
     pub trampolines: bool,
-    /// kprobes, kretprobes, raw and perf tracepoints (Linux 6.7+: the kprobe link info's
-    /// `missed`, which came with it).
+    /// kprobes, kretprobes and tracepoints, `tp_btf` and raw (counted since 6.7 and 6.1;
+    /// taken as counted where BTF has the kprobe link info's `missed`, of 6.7).
     pub kprobes_and_raw: bool,
 }
 

@@ -432,6 +432,8 @@ impl Probes {
                     continue;
                 }
                 unload_all(&mut self.ebpf, &programs_of(def));
+                // New programs: the kernel's count of their skipped runs starts again.
+                self.skip_check.forget(def.name);
                 let hooks = &mut self.facts.hooks;
                 hooks[i] = attach_hook(&mut self.ebpf, def, self.backend, &ctx);
                 total += 1;

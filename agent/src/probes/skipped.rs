@@ -2,16 +2,20 @@
 //! (`bpf_prog_info.recursion_misses`): exported per hook, and warned of once per hook.
 //!
 //! The kernel does not run a tracing program where it would nest. A kprobe program is skipped
-//! while another BPF program, any tool's, runs on the same CPU (a NAPI's softirq taken while a
-//! tracer's kprobe program ran in a task, say); an fentry, fexit or tracepoint program
-//! (`tp_btf` or raw, as ppscope attaches them) while the same program runs there (a pool's
-//! teardown releasing pages in a worker when a softirq on that CPU releases another's). Each
-//! skipped run is an event the hook's figures lack. The kernel counts them for trampoline programs (fentry,
-//! fexit, `tp_btf`) since Linux 5.11 and for kprobes and raw tracepoints since 6.7; both are
-//! found in BTF (`bpf_prog_info.recursion_misses`, and the kprobe link's `missed`, which came
-//! with the second), not by version. A hook with a program the kernel does not count is left
-//! out, not shown as 0. Not counted here: a kretprobe's return the kernel dropped because all
-//! its instances were busy (`maxactive`), which only the kprobe link's `missed` holds.
+//! while the CPU's `bpf_prog_active` is held: by another kprobe or perf program, any tool's (a
+//! NAPI softirq taken while a tracer's kprobe program ran in a task, say), or by a BPF map
+//! system call, ppscope's own reads of its maps included. An fentry, fexit or tracepoint
+//! program (`tp_btf` or raw, as ppscope attaches them) is skipped only while the same program
+//! runs on that CPU (a pool's teardown releasing pages in a worker when a softirq there
+//! releases another's). Each skipped run is an event the hook's figures lack (up to one a
+//! call: a pair's entry and exit are counted apart). The kernel counts them for fentry and
+//! fexit since Linux 5.11 (`bpf_prog_info.recursion_misses` in its BTF), for tracepoints since
+//! 6.1 and for kprobes since 6.7: both are taken as counted where the kernel's BTF has the
+//! kprobe link's `missed`, which came with the second, not by version (a 6.1-6.6 kernel's
+//! tracepoint counts are left out). A hook served by programs the kernel does not count is
+//! left out, not shown as 0. Not counted here: a kretprobe's return the kernel dropped
+//! because all its instances were busy (`maxactive`), which only the kprobe link's `missed`
+//! holds.
 use std::{
     collections::HashMap,
     io, mem,
@@ -25,12 +29,14 @@ use super::{hooks::HOOKS, Probes};
 use crate::{
     host::btf::KernelBtf,
     model::{since, SkippedRunsCounted},
+    snapshot::Backend,
 };
 
-/// A hook's runs the kernel skipped since its programs were loaded.
+/// A hook's runs the kernel skipped since its programs were loaded, and the backend serving it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Skipped {
     pub hook: &'static str,
+    pub backend: Backend,
     pub runs: u64,
 }
 
@@ -49,14 +55,21 @@ pub(super) fn counted(btf: &KernelBtf) -> SkippedRunsCounted {
     }
 }
 
-/// Whether the kernel counts this program's skipped runs.
-fn counts(counted: SkippedRunsCounted, program: &Program) -> bool {
+/// Whether a program serves `backend` (a hook keeps the programs of a backend that loaded but
+/// did not attach), and whether the kernel counts its skipped runs.
+fn serves_and_counted(
+    counted: SkippedRunsCounted,
+    backend: Backend,
+    program: &Program,
+) -> (bool, bool) {
     match program {
-        Program::FEntry(_) | Program::FExit(_) | Program::BtfTracePoint(_) => counted.trampolines,
-        Program::KProbe(_) | Program::RawTracePoint(_) | Program::TracePoint(_) => {
-            counted.kprobes_and_raw
+        Program::FEntry(_) | Program::FExit(_) => (backend == Backend::Fentry, counted.trampolines),
+        Program::KProbe(_) => (backend == Backend::Kprobe, counted.kprobes_and_raw),
+        // `tp_btf` programs run as raw tracepoint programs do (`bpf_trace_run`).
+        Program::BtfTracePoint(_) | Program::RawTracePoint(_) | Program::TracePoint(_) => {
+            (backend == Backend::Tracepoint, counted.kprobes_and_raw)
         }
-        _ => false,
+        _ => (false, false),
     }
 }
 
@@ -68,6 +81,13 @@ pub(super) struct SkipCheck {
 }
 
 impl SkipCheck {
+    /// A hook attached again (a module's, reloaded): its programs count from 0 again.
+    pub fn forget(&mut self, hook: &'static str) {
+        if let Some(start) = &mut self.at_start {
+            start.insert(hook, 0);
+        }
+    }
+
     /// One check: each hook's skipped runs now (since load). A warning per hook, the first
     /// time its count moved since the first check.
     fn observe(&mut self, now: &[Skipped]) -> Vec<String> {
@@ -82,12 +102,19 @@ impl SkipCheck {
                 continue;
             }
             self.warned.push(s.hook);
+            let why = match s.backend {
+                Backend::Kprobe => {
+                    "a kprobe program is not run while another kprobe or perf BPF program or \
+                     a BPF map system call, ppscope's own reads included, holds the CPU; \
+                     fentry programs, --backend fentry where the kernel has them, are skipped \
+                     only where one would nest in itself"
+                }
+                _ => "the hook's program would have nested in itself on the same CPU",
+            };
             warnings.push(format!(
-                "{}: the kernel skipped {skipped} {} of ppscope's programs on this hook (it \
-                 does not nest tracing programs: another BPF program was running on the same \
-                 CPU), so its figures are short by that many events and more as it goes on \
-                 (ppscope_skipped_runs_total); the fentry backend's programs are skipped only \
-                 where they would nest in themselves",
+                "{}: the kernel skipped {skipped} {} of ppscope's programs on this hook ({why}), \
+                 so its figures lack up to that many events, and more as it goes on \
+                 (ppscope_skipped_runs_total)",
                 s.hook,
                 if skipped == 1 { "run" } else { "runs" }
             ));
@@ -101,30 +128,37 @@ impl Probes {
     /// since load: one `BPF_OBJ_GET_INFO_BY_FD` per loaded program. A program whose info
     /// cannot be read leaves its hook out.
     pub fn skipped_runs(&self) -> Vec<Skipped> {
-        let attached = |name: &str| {
+        let backend_of = |name: &str| {
             self.facts
                 .hooks
                 .iter()
-                .any(|h| h.hook == name && h.attached())
+                .find(|h| h.hook == name)
+                .and_then(|h| h.backend)
         };
         HOOKS
             .iter()
-            .filter(|def| attached(def.name))
             .filter_map(|def| {
+                let backend = backend_of(def.name)?;
                 let mut runs = 0;
                 for name in super::hooks::all_programs(def) {
                     let Some(program) = self.ebpf.program(name) else {
                         continue;
                     };
-                    // Not loaded: another backend serves the hook.
+                    let (serves, counted) =
+                        serves_and_counted(self.facts.skipped_runs_counted, backend, program);
+                    // Not loaded: a backend not tried, or not this one.
                     let Ok(fd) = program.fd() else { continue };
-                    if !counts(self.facts.skipped_runs_counted, program) {
+                    if !serves {
+                        continue;
+                    }
+                    if !counted {
                         return None;
                     }
                     runs += recursion_misses(fd.as_fd()).ok()?;
                 }
                 Some(Skipped {
                     hook: def.name,
+                    backend,
                     runs,
                 })
             })
@@ -175,7 +209,11 @@ mod tests {
     use super::*;
 
     fn skipped(hook: &'static str, runs: u64) -> Skipped {
-        Skipped { hook, runs }
+        Skipped {
+            hook,
+            backend: Backend::Kprobe,
+            runs,
+        }
     }
 
     #[test]
@@ -198,17 +236,48 @@ mod tests {
             .observe(&[skipped("alloc", 5), skipped("recycle", 300)])
             .is_empty());
         // A hook first seen after the baseline (a module's, attached later) counts from 0.
-        let w = check.observe(&[skipped("gve_alloc", 2)]);
+        let w = check.observe(&[skipped("gve_alloc", 1)]);
         assert!(
-            w[0].starts_with("gve_alloc: the kernel skipped 2 runs"),
+            w[0].starts_with("gve_alloc: the kernel skipped 1 run of"),
             "{w:?}"
         );
     }
 
-    /// On the running kernel (its BTF, where readable): what BTF says is counted agrees with
-    /// the release the counting came in.
     #[test]
-    fn the_kernels_btf_says_what_it_counts_as_its_release_does() {
+    fn a_reloaded_hooks_programs_count_from_zero_again() {
+        let mut check = SkipCheck::default();
+        check.observe(&[skipped("gve_rx_poll", 40)]);
+        // Reloaded: the new programs' count starts again at 0, below the old baseline.
+        check.forget("gve_rx_poll");
+        let w = check.observe(&[skipped("gve_rx_poll", 40)]);
+        assert!(
+            w[0].starts_with("gve_rx_poll: the kernel skipped 40 runs"),
+            "{w:?}"
+        );
+    }
+
+    #[test]
+    fn the_warning_says_what_skips_a_program_on_its_backend() {
+        let mut check = SkipCheck::default();
+        let fentry = Skipped {
+            hook: "recycle",
+            backend: Backend::Fentry,
+            runs: 0,
+        };
+        check.observe(&[skipped("alloc", 0), fentry]);
+        let w = check.observe(&[skipped("alloc", 2), Skipped { runs: 2, ..fentry }]);
+        assert!(
+            w[0].contains("a BPF map system call, ppscope's own reads included,"),
+            "{w:?}"
+        );
+        assert!(w[1].contains("would have nested in itself"), "{w:?}");
+        assert!(w[1].contains("lack up to that many events"), "{w:?}");
+    }
+
+    /// On the running kernel (its BTF, where readable): a release that has the counting
+    /// finds it in BTF. (Not the other way round: a distribution may backport it.)
+    #[test]
+    fn the_kernels_btf_shows_what_its_release_counts() {
         let path = std::path::Path::new(crate::host::btf::VMLINUX_BTF);
         let Ok(btf) = KernelBtf::vmlinux(path) else {
             return;
@@ -219,14 +288,12 @@ mod tests {
             .map(|p| p.parse::<u32>().unwrap_or(0));
         let version = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
         let found = counted(&btf);
-        assert_eq!(
-            found.trampolines,
-            version >= (5, 11),
+        assert!(
+            found.trampolines || version < (5, 11),
             "{release}: {found:?}"
         );
-        assert_eq!(
-            found.kprobes_and_raw,
-            version >= (6, 7),
+        assert!(
+            found.kprobes_and_raw || version < (6, 7),
             "{release}: {found:?}"
         );
     }

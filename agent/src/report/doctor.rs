@@ -250,27 +250,29 @@ fn figure_sources(facts: &SourceFacts, kernel_stats: bool) -> Vec<FigureSource> 
 }
 
 /// Whether the kernel counts the runs it skips of the programs this run attached (it does not
-/// nest tracing programs); None for a replay or a simulation, whose kernel is not this one.
+/// nest tracing programs), for a live run (`doctor` is one). None where it counts none and
+/// only fentry/fexit hooks are attached (a kernel before 5.11 has nothing to say then either).
 fn skipped_runs_line(counted: SkippedRunsCounted, kprobes_or_raw: bool) -> Option<&'static str> {
     Some(match (counted.trampolines, counted.kprobes_and_raw) {
         (false, _) if !kprobes_or_raw => return None,
         (_, true) => {
             "counted by the kernel for every backend: ppscope_skipped_runs_total and a warning \
-             say when it skipped ppscope's programs (a kprobe program while another BPF program \
-             runs on the CPU)"
+             say when it skipped ppscope's programs (a kprobe program while another kprobe or \
+             perf program, or a BPF map system call, ppscope's own reads included, holds the CPU)"
         }
         (true, false) if kprobes_or_raw => {
-            "counted for fentry/fexit only: this kernel (before 6.7) skips kprobe and raw \
-             tracepoint programs where they would nest without counting it, so those hooks' \
-             figures can be short without a sign while other BPF tools run"
+            "counted for fentry/fexit; for kprobes and tracepoints this kernel's BTF shows no \
+             counting (Linux 6.7's), so a kprobe program skipped while another kprobe program \
+             or a BPF map system call holds the CPU may leave its hook's figures short without \
+             a sign"
         }
         (true, false) => {
             "counted by the kernel for fentry/fexit: ppscope_skipped_runs_total and a warning \
              say when it skipped ppscope's programs"
         }
         (false, _) => {
-            "not counted by this kernel (before 5.11): a program it skips where it would nest \
-             leaves its hook's figures short without a sign"
+            "not counted by this kernel (its BTF has no recursion_misses: before 5.11): a \
+             program it skips leaves its hook's figures short without a sign"
         }
     })
 }
@@ -569,7 +571,7 @@ mod tests {
             .contains("counted by the kernel for every backend"));
         let old = line(true, false, kprobe).unwrap();
         assert!(
-            old.contains("before 6.7") && old.contains("without a sign"),
+            old.contains("no counting") && old.contains("without a sign"),
             "{old}"
         );
         assert!(line(true, false, fentry)

@@ -157,7 +157,8 @@ impl Probes {
             *drop_counts.entry(key).or_insert(0u64) += per_cpu.iter().sum::<u64>();
         }
         // The identities after the counts: each is written before the first count naming it,
-        // so a count read has its identity in the map by then (see `kept_devices`).
+        // so a count read has its identity in the map by then, unless the LRU evicted it (see
+        // `kept_devices`).
         let Devices {
             napi_devices,
             devices,
@@ -171,7 +172,11 @@ impl Probes {
                     all::<u64, DeviceIdentity>(map("NAPI_IDENTITY")?)?,
                     all::<u64, DeviceIdentity>(map("DROP_DEVICES")?)?,
                 );
-                self.kept_devices.replace(&read);
+                self.kept_devices.replace(
+                    &read,
+                    napi.keys().copied(),
+                    drop_counts.keys().map(|k| k.netdev),
+                );
                 read
             }
         };

@@ -1,9 +1,10 @@
 #!/bin/sh
-# VM lab script: another tool's kprobe programs busy in tasks on every CPU (bpftrace on
-# vfs_read and vfs_write while dd copies a byte at a time) as NAPI softirqs come in over
-# virtio-net (iperf3 vnet0 -> vnet1). The kernel does not nest kprobe programs: ppscope's,
-# taken in a softirq that interrupted bpftrace's, are skipped and counted. Two agents watch
-# side by side, one on kprobes and one on fentry (whose programs nest but for their own).
+# VM lab script: two agents side by side, one on kprobes and one on fentry, under iperf3 over
+# virtio-net (vnet0 -> vnet1): first alone, then with another tool's kprobe programs busy in
+# tasks on both CPUs (bpftrace on vfs_read and vfs_write while dd copies a byte at a time).
+# The kernel does not nest kprobe programs: ppscope's, taken in a NAPI softirq that
+# interrupted bpftrace's (or a BPF map system call, the agents' own reads), are skipped and
+# counted. fentry programs are skipped only where they would nest in themselves.
 #
 # Usage: skipped-runs.sh SECONDS
 # Needs bpftrace in the guest (the host's, shipped with its libraries by the test).
@@ -17,6 +18,10 @@ start_agent --backend kprobe --detail full
 ppscope agent --listen 127.0.0.1:9465 --backend fentry --detail full 2>/tmp/agent-fentry.err &
 FENTRY=$!
 wait_for /tmp/agent-fentry.err "agent serving"
+
+ip netns exec ppa iperf3 -c 198.18.0.2 -t "$SECS" >/tmp/iperf-alone.txt
+sleep 2
+echo "@@kprobe-alone"; scrape | grep "^ppscope_skipped_runs_total" || true
 
 bpftrace -e 'BEGIN { printf("bpftrace ready\n"); }
 kprobe:vfs_read, kprobe:vfs_write { @calls[comm, cpu] = count(); @bytes = hist(arg2); }' \

@@ -237,8 +237,8 @@ const PROBE_COST_WHY: &str = "\
   `pp` is read too) from 4.41× to 2.18× and 2.25×.
   What is left is the CPU's slot, the cache's count and top slot, the release mark for a page not in the cache (two per-CPU array lookups the
   verifier inlines and two loads), the ring-full run's histogram when a run ends, and a few
-  compares: with the floor's copies 1.70–1.89× (run medians of two probe-cost runs, four full
-  runs and the windows beside other builds below; in the table's run 1.77×, 1.58–1.87× a
+  compares: with the floor's copies 1.70–1.89× (run medians of two probe-cost runs, five full
+  runs and the windows beside other builds below; in the table's run 1.74×, 1.56–1.93× a
   window), one add 1.08–1.22× (run medians), so the miss is the body's, not the
   measurement's. Looking at the cache before the mark was priced side by side on 2026-12-05
   (two `diagnose` instances over the same recycles, the build before and the change, six
@@ -291,10 +291,10 @@ const PROBE_COST_WHY: &str = "\
   five windows of six (the counting pair 1.35×); the entry alone went from 395 ns a run to 244
   and 227. In the first full run with both (of 5a35508), ppscope's pair came out at 1.68× (1.59–1.87 a
   window) against 3.01× (2.13–3.66) in the full run before, the counting pair at 1.20×; in the
-  table's run 1.77× (1.57–2.06), the counting pair 1.31×: ppscope's own part is about 1.35–1.4×
+  table's run 1.80× (1.54–1.95), the counting pair 1.29×: ppscope's own part is about 1.35–1.4×
   the counting pair, the slot and the reads the fexit has too. The workload rows of `--backend
-  kprobe` did not follow (veth +14.4% and +21.3% in those two runs, against +16.8% before;
-  bpftrace +11.1% and +20.3%): they move by more between rounds than the recycle's programs
+  kprobe` did not follow (veth +14.4% and +12.8% in those two runs, against +16.8% before;
+  bpftrace +11.1% and +17.1%): they move by more between rounds than the recycle's programs
   cost. A return that finds its frame held by another call is counted since 2026-12-05
   (`UNMATCHED_RETURNS`, off the matched path: the exit's instructions when it matches are
   unchanged), so a kernel whose return handler reports another stack pointer is warned of

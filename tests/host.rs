@@ -882,15 +882,9 @@ fn a_real_prometheus_scrapes_the_agent() {
     // closed port on a device the agent has not seen drop before.
     lab.datagrams_to_a_closed_port(20);
     let drops = "ppscope_drops_total";
-    let deadline = Instant::now() + Duration::from_secs(8);
-    let mut exported = String::new();
-    while Instant::now() < deadline {
-        exported = http_get(&addr, "/metrics", None).1;
-        if metric_sum(&exported, drops, &label) >= 20.0 {
-            break;
-        }
-        thread::sleep(Duration::from_millis(300));
-    }
+    let exported = metrics_until(&addr, Duration::from_secs(8), |m| {
+        metric_sum(m, drops, &label) >= 20.0
+    });
     assert!(
         metric_sum(&exported, drops, &label) >= 20.0,
         "20 datagrams dropped on {} not exported as {drops}{{{label}}}:\n{}",
@@ -905,15 +899,9 @@ fn a_real_prometheus_scrapes_the_agent() {
 
     // The agent's own answer first: a failure below then says which side lost the pool.
     let family = "ppscope_page_pool_pages_allocated_total";
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut exported = String::new();
-    while Instant::now() < deadline {
-        exported = http_get(&addr, "/metrics", None).1;
-        if metric_sum(&exported, family, &label) > 0.0 {
-            break;
-        }
-        thread::sleep(Duration::from_millis(300));
-    }
+    let exported = metrics_until(&addr, Duration::from_secs(20), |m| {
+        metric_sum(m, family, &label) > 0.0
+    });
     let lines: Vec<&str> = exported
         .lines()
         .filter(|l| l.starts_with(family) || l.starts_with("ppscope_page_pool_alloc_total"))
@@ -1006,6 +994,18 @@ fn a_real_prometheus_scrapes_the_agent() {
     assert_eq!(our_programs_loaded(), before, "programs left behind");
 }
 
+/// The agent's `/metrics` once `done` says so, or the last answer after `within`.
+fn metrics_until(addr: &str, within: Duration, done: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + within;
+    loop {
+        let exported = http_get(addr, "/metrics", None).1;
+        if done(&exported) || Instant::now() >= deadline {
+            return exported;
+        }
+        thread::sleep(Duration::from_millis(300));
+    }
+}
+
 /// Starts `ppscope agent` on a free loopback port; returns it and its address.
 fn start_agent() -> (Reaper, String) {
     start_agent_with(&[])
@@ -1051,15 +1051,9 @@ fn a_napi_instance_polling_after_the_agent_started_is_exported_within_seconds() 
     lab.traffic(1);
     let name = "ppscope_napi_polls_total";
     let label = format!("device=\"{}\"", lab.dev_rx);
-    let deadline = Instant::now() + Duration::from_secs(6);
-    let mut exported = String::new();
-    while Instant::now() < deadline {
-        exported = http_get(&addr, "/metrics", None).1;
-        if metric_sum(&exported, name, &label) > 0.0 {
-            break;
-        }
-        thread::sleep(Duration::from_millis(300));
-    }
+    let exported = metrics_until(&addr, Duration::from_secs(6), |m| {
+        metric_sum(m, name, &label) > 0.0
+    });
     assert!(
         metric_sum(&exported, name, &label) > 0.0,
         "no {name}{{{label}}} > 0 within 6 s of the traffic:\n{}",

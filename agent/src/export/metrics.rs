@@ -649,6 +649,11 @@ impl Collector for Exposition {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An agent that knows nothing of itself yet.
+    fn me_quiet() -> SelfStats {
+        SelfStats::default()
+    }
     use crate::model::{pool_view, Coverage};
     use ppscope_common::{PoolCounters, PoolIdentity};
 
@@ -848,7 +853,7 @@ mod tests {
         let (quiet, _) = render(
             &Arc::new(snap()),
             &snap(),
-            &SelfStats::default(),
+            &me_quiet(),
             Format::Prometheus,
             100,
         );
@@ -1051,7 +1056,7 @@ mod tests {
         let (t, _) = render(
             &Arc::new(snap()),
             &snap(),
-            &SelfStats::default(),
+            &me_quiet(),
             Format::Prometheus,
             100,
         );

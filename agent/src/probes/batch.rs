@@ -1,9 +1,7 @@
 //! Reading a whole hash map in a few system calls (`BPF_MAP_LOOKUP_BATCH`, Linux ≥ 5.6)
 //! instead of two per entry (aya's iterator: `GET_NEXT_KEY`, then `LOOKUP_ELEM`). With 1,000
 //! pools and nine maps that was ~20,000 system calls a collection; batched it is a handful
-//! per map. aya 0.14 has no batch operations, so this is one of the two places ppscope calls
-//! `bpf(2)` itself (the other: a program's skipped runs, `skipped.rs`), with aya-obj's
-//! generated `bpf_attr` (the kernel's own layout).
+//! per map. aya 0.14 has no batch operations, so ppscope asks for them itself (`sys.rs`).
 //!
 //! [`for_each`] and [`per_cpu_entries`] say so (`None`, `false`) when the kernel
 //! does not do batches for the map (older kernels, `EINVAL`/`ENOTSUPP`): the caller then
@@ -156,15 +154,7 @@ fn lookup_batches(
         b.map_fd = fd as u32;
         // SAFETY: the pointers in attr point into buffers with room for `count` entries, and
         // the token buffers outlive the call; the kernel writes at most that much.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_bpf,
-                bpf_cmd::BPF_MAP_LOOKUP_BATCH as libc::c_long,
-                &mut attr as *mut bpf_attr,
-                mem::size_of::<bpf_attr>() as libc::c_uint,
-            )
-        };
-        let err = (rc < 0).then(io::Error::last_os_error);
+        let err = unsafe { super::sys::bpf(bpf_cmd::BPF_MAP_LOOKUP_BATCH, &mut attr) }.err();
         // SAFETY: reading the batch member of a union of plain integers; the kernel wrote how
         // many entries it returned (only trusted below where it returned some).
         let got = (unsafe { attr.batch.count } as usize).min(count as usize);

@@ -15,7 +15,8 @@
 //! - [`unmatched`]: returns that found another call's frame, and the warning when a pair
 //!   finds almost none of its own;
 //! - [`skipped`]: runs of the programs the kernel skipped (it does not nest tracing programs),
-//!   as it counts them, and the warning when a hook's count moves.
+//!   as it counts them, and the warning when a hook's count moves;
+//! - [`sys`]: the one `bpf(2)` call ppscope makes itself (what aya 0.14 does not do).
 use std::{
     collections::{HashMap, VecDeque},
     os::fd::OwnedFd,
@@ -44,6 +45,7 @@ pub mod lab;
 mod modules;
 mod read;
 mod skipped;
+mod sys;
 mod unmatched;
 
 use attach::{attach_hook, load_error, unload_all, AttachContext, HookPrograms};

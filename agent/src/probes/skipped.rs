@@ -177,7 +177,8 @@ impl Probes {
 }
 
 /// The kernel's count of a program's skipped runs (`bpf_prog_info.recursion_misses`). aya 0.14
-/// reads the program's info but does not give that field, so this asks the kernel itself.
+/// reads the program's info but does not give that field, so this asks the kernel itself
+/// (`sys.rs`).
 fn recursion_misses(fd: BorrowedFd<'_>) -> io::Result<u64> {
     // SAFETY: plain data; all zero asks for no arrays (lengths 0, pointers null).
     let mut info: bpf_prog_info = unsafe { mem::zeroed() };
@@ -190,17 +191,7 @@ fn recursion_misses(fd: BorrowedFd<'_>) -> io::Result<u64> {
     i.info = &mut info as *mut bpf_prog_info as u64;
     // SAFETY: `info` outlives the call and has room for `info_len` bytes, which is all the
     // kernel writes.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            bpf_cmd::BPF_OBJ_GET_INFO_BY_FD as libc::c_long,
-            &mut attr as *mut bpf_attr,
-            mem::size_of::<bpf_attr>() as libc::c_uint,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    unsafe { super::sys::bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr) }?;
     Ok(info.recursion_misses)
 }
 

@@ -145,8 +145,7 @@ impl LiveSource {
     /// Takes the baseline sample: the first snapshot covers the time from here.
     pub fn new(mut probes: Probes) -> Result<Self> {
         let first = Arc::new(probes.sample()?);
-        check_unmatched(&mut probes, &first, &first);
-        probes.check_skipped();
+        check_losses(&mut probes, &first, &first);
         let netlink_first = Arc::new(NetlinkSample::read());
         Ok(Self {
             window: probes
@@ -183,8 +182,7 @@ impl LiveSource {
             self.module_note = Some(change);
         }
         let cur = Arc::new(self.probes.sample()?);
-        let unmatched_returns = check_unmatched(&mut self.probes, &self.prev, &cur);
-        let skipped_runs = self.probes.check_skipped();
+        let (unmatched_returns, skipped_runs) = check_losses(&mut self.probes, &self.prev, &cur);
         let netlink_now = Arc::new(NetlinkSample::read());
         let facts = &self.probes.facts;
         let target = crate::advice::DEFAULT_TARGET;
@@ -250,13 +248,19 @@ impl Source for LiveSource {
     }
 }
 
-/// Returns that found another call's frame, checked between two samples
-/// ([`Probes::check_unmatched`]); a failed read is logged and loses nothing else (empty).
-fn check_unmatched(probes: &mut Probes, earlier: &RawSample, now: &RawSample) -> Vec<Unmatched> {
-    probes.check_unmatched(earlier, now).unwrap_or_else(|e| {
+/// What the probes lost between two samples, each warned of once as it shows: returns that
+/// found another call's frame ([`Probes::check_unmatched`]; a failed read is logged and loses
+/// nothing else: none) and runs the kernel skipped ([`Probes::check_skipped`]).
+fn check_losses(
+    probes: &mut Probes,
+    earlier: &RawSample,
+    now: &RawSample,
+) -> (Vec<Unmatched>, Vec<Skipped>) {
+    let unmatched = probes.check_unmatched(earlier, now).unwrap_or_else(|e| {
         log::warn!("returns that found another call's frame not read: {e:#}");
         Vec::new()
-    })
+    });
+    (unmatched, probes.check_skipped())
 }
 
 /// Samples the probes from now on, every `step`, until `duration` has passed or `wait` (which
@@ -270,8 +274,7 @@ fn sample_for(
     mut each: impl FnMut(&RawSample) -> Result<()>,
 ) -> Result<()> {
     let first = probes.sample()?;
-    check_unmatched(probes, &first, &first);
-    probes.check_skipped();
+    check_losses(probes, &first, &first);
     let start = first.at;
     each(&first)?;
     loop {
@@ -285,8 +288,7 @@ fn sample_for(
         if interrupted || s.at.duration_since(start) >= duration {
             // At the end, over the whole window: the warning (if any) comes before the report
             // it qualifies.
-            check_unmatched(probes, &first, &s);
-            probes.check_skipped();
+            check_losses(probes, &first, &s);
             return Ok(());
         }
     }

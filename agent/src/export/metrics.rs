@@ -649,11 +649,6 @@ impl Collector for Exposition {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// An agent that knows nothing of itself yet.
-    fn me_quiet() -> SelfStats {
-        SelfStats::default()
-    }
     use crate::model::{pool_view, Coverage};
     use ppscope_common::{PoolCounters, PoolIdentity};
 
@@ -853,7 +848,7 @@ mod tests {
         let (quiet, _) = render(
             &Arc::new(snap()),
             &snap(),
-            &me_quiet(),
+            &SelfStats::default(),
             Format::Prometheus,
             100,
         );
@@ -1056,7 +1051,7 @@ mod tests {
         let (t, _) = render(
             &Arc::new(snap()),
             &snap(),
-            &me_quiet(),
+            &SelfStats::default(),
             Format::Prometheus,
             100,
         );

@@ -307,7 +307,7 @@ pub struct SkippedRunsCounted {
     pub trampolines: bool,
     /// kprobes, kretprobes and tracepoints, `tp_btf` and raw (counted since 6.7 and 6.1;
     /// taken as counted where BTF has the kprobe link info's `missed`, of 6.7).
-    pub kprobes_and_raw: bool,
+    pub kprobes_and_tracepoints: bool,
 }
 
 /// The kernel's BPF run-time stats as a live source found them. They time every BPF program

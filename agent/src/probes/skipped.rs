@@ -48,7 +48,7 @@ pub(super) fn counted(btf: &KernelBtf) -> SkippedRunsCounted {
         .is_some();
     SkippedRunsCounted {
         trampolines,
-        kprobes_and_raw: trampolines
+        kprobes_and_tracepoints: trampolines
             && btf
                 .member_offset("bpf_link_info", &["perf_event", "kprobe", "missed"])
                 .is_some(),
@@ -64,11 +64,12 @@ fn serves_and_counted(
 ) -> (bool, bool) {
     match program {
         Program::FEntry(_) | Program::FExit(_) => (backend == Backend::Fentry, counted.trampolines),
-        Program::KProbe(_) => (backend == Backend::Kprobe, counted.kprobes_and_raw),
+        Program::KProbe(_) => (backend == Backend::Kprobe, counted.kprobes_and_tracepoints),
         // `tp_btf` programs run as raw tracepoint programs do (`bpf_trace_run`).
-        Program::BtfTracePoint(_) | Program::RawTracePoint(_) | Program::TracePoint(_) => {
-            (backend == Backend::Tracepoint, counted.kprobes_and_raw)
-        }
+        Program::BtfTracePoint(_) | Program::RawTracePoint(_) | Program::TracePoint(_) => (
+            backend == Backend::Tracepoint,
+            counted.kprobes_and_tracepoints,
+        ),
         _ => (false, false),
     }
 }
@@ -284,7 +285,7 @@ mod tests {
             "{release}: {found:?}"
         );
         assert!(
-            found.kprobes_and_raw || version < (6, 7),
+            found.kprobes_and_tracepoints || version < (6, 7),
             "{release}: {found:?}"
         );
     }

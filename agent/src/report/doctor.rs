@@ -252,29 +252,34 @@ fn figure_sources(facts: &SourceFacts, kernel_stats: bool) -> Vec<FigureSource> 
 /// Whether the kernel counts the runs it skips of the programs this run attached (it does not
 /// nest tracing programs), for a live run (`doctor` is one). None where it counts none and
 /// only fentry/fexit hooks are attached (a kernel before 5.11 has nothing to say then either).
-fn skipped_runs_line(counted: SkippedRunsCounted, kprobes_or_raw: bool) -> Option<&'static str> {
-    Some(match (counted.trampolines, counted.kprobes_and_raw) {
-        (false, _) if !kprobes_or_raw => return None,
-        (_, true) => {
-            "counted by the kernel for every backend: ppscope_skipped_runs_total and a warning \
+fn skipped_runs_line(
+    counted: SkippedRunsCounted,
+    kprobes_or_tracepoints: bool,
+) -> Option<&'static str> {
+    Some(
+        match (counted.trampolines, counted.kprobes_and_tracepoints) {
+            (false, _) if !kprobes_or_tracepoints => return None,
+            (_, true) => {
+                "counted by the kernel for every backend: ppscope_skipped_runs_total and a warning \
              say when it skipped ppscope's programs (a kprobe program while another kprobe or \
              perf program, or a BPF map system call, ppscope's own reads included, holds the CPU)"
-        }
-        (true, false) if kprobes_or_raw => {
-            "counted for fentry/fexit; for kprobes and tracepoints this kernel's BTF shows no \
+            }
+            (true, false) if kprobes_or_tracepoints => {
+                "counted for fentry/fexit; for kprobes and tracepoints this kernel's BTF shows no \
              counting (Linux 6.7's), so a kprobe program skipped while another kprobe program \
              or a BPF map system call holds the CPU may leave its hook's figures short without \
              a sign"
-        }
-        (true, false) => {
-            "counted by the kernel for fentry/fexit: ppscope_skipped_runs_total and a warning \
+            }
+            (true, false) => {
+                "counted by the kernel for fentry/fexit: ppscope_skipped_runs_total and a warning \
              say when it skipped ppscope's programs"
-        }
-        (false, _) => {
-            "not counted by this kernel (its BTF has no recursion_misses: before 5.11): a \
+            }
+            (false, _) => {
+                "not counted by this kernel (its BTF has no recursion_misses: before 5.11): a \
              program it skips leaves its hook's figures short without a sign"
-        }
-    })
+            }
+        },
+    )
 }
 
 /// Whether the kernel timed ppscope's programs this run (its own cost), and at what price.
@@ -551,13 +556,13 @@ mod tests {
 
     #[test]
     fn doctor_says_whether_the_kernel_counts_the_runs_it_skips() {
-        let line = |trampolines, kprobes_and_raw, backend| {
+        let line = |trampolines, kprobes_and_tracepoints, backend| {
             let mut f = facts(Detail::Full, backend, backend);
             // Only the backend asked for (a tracepoint may run a raw program).
             f.hooks.retain(|h| h.backend == backend);
             f.skipped_runs_counted = SkippedRunsCounted {
                 trampolines,
-                kprobes_and_raw,
+                kprobes_and_tracepoints,
             };
             text(&f, &[], &NetlinkSample::default())
                 .lines()

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use super::report::{
     agent_target, AgentRow, LightCostRow, ProbeCostRow, SimRow, StartupRow, StatsCost, TopRow,
 };
-use super::{BenchArgs, Results, Spread, Tools};
+use super::{stats::mean, BenchArgs, Results, Spread, Tools};
 
 const NS_A: &str = "ppbench-a";
 const NS_B: &str = "ppbench-b";
@@ -802,7 +802,7 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
             pools_moving: moving,
             pools_exported: pools,
             cpu: Spread::of(&per_sec).context("no CPU samples")?,
-            cpu_mean: per_sec.iter().sum::<f64>() / per_sec.len() as f64,
+            cpu_mean: mean(&per_sec),
             rss_mb,
             scrape_ms: Spread::of(&scrapes),
         });
@@ -811,11 +811,8 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
         if agent_target(n).is_some() || n == *counts.last().unwrap() {
             // The dashboard on the same pools, alone (the agent has stopped): a real terminal
             // (tmux, 120×40), live source, 1 s refresh; at each pool count with targets.
-            match top_cost(tools, warm, window, capacity) {
-                Ok(row) => res.top.push(TopRow {
-                    pools_made: n,
-                    ..row
-                }),
+            match top_cost(tools, n, warm, window, capacity) {
+                Ok(row) => res.top.push(row),
                 Err(e) => res.agent_notes.push(format!(
                     "`ppscope top` on {n} pools could not be measured: {e:#}"
                 )),
@@ -829,9 +826,15 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
     Ok(())
 }
 
-/// CPU per second (median, range, mean) and peak RSS of `ppscope top` in a detached tmux
-/// (`pools_made` left 0 for the caller).
-fn top_cost(tools: &Tools, warm: Duration, window: u64, capacity: u32) -> Result<TopRow> {
+/// CPU per second (median, range, mean) and peak RSS of `ppscope top` in a detached tmux, on
+/// the `pools_made` pools of the agent's row.
+fn top_cost(
+    tools: &Tools,
+    pools_made: usize,
+    warm: Duration,
+    window: u64,
+    capacity: u32,
+) -> Result<TopRow> {
     let server = format!("ppbench-top-{}", std::process::id());
     let cmd = format!(
         "exec {} top --interval 1s --map-capacity {capacity}",
@@ -861,9 +864,9 @@ fn top_cost(tools: &Tools, warm: Duration, window: u64, capacity: u32) -> Result
         sleep(warm);
         let (per_sec, rss_mb) = cpu_and_rss(pid, window, "top")?;
         Ok(TopRow {
-            pools_made: 0,
+            pools_made,
             cpu: Spread::of(&per_sec).context("no CPU samples")?,
-            cpu_mean: per_sec.iter().sum::<f64>() / per_sec.len() as f64,
+            cpu_mean: mean(&per_sec),
             rss_mb,
         })
     })();

@@ -1089,7 +1089,7 @@ mod tests {
         let top = |pools_made: usize, per_sec: &[f64]| TopRow {
             pools_made,
             cpu: Spread::of(per_sec).unwrap(),
-            cpu_mean: per_sec.iter().sum::<f64>() / per_sec.len() as f64,
+            cpu_mean: crate::bench::stats::mean(per_sec),
             rss_mb: 24.0,
         };
         let r = Results {

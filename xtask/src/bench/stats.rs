@@ -1,6 +1,15 @@
 //! Median and spread of repeated measurements (the machine is shared and the VM emulated:
 //! one figure alone means little).
 
+/// The arithmetic mean (0 for no values): what a target on a share of a core is held to, the
+/// seconds of a scrape counted in full.
+pub fn mean(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.iter().sum::<f64>() / values.len() as f64
+}
+
 /// Median with the lowest and highest value seen.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Spread {
@@ -56,6 +65,12 @@ impl Spread {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_mean_counts_every_value_and_is_0_for_none() {
+        assert_eq!(mean(&[0.0, 1.0, 1.0, 10.0]), 3.0);
+        assert_eq!(mean(&[]), 0.0);
+    }
 
     #[test]
     fn median_and_range() {

@@ -2,9 +2,11 @@
 # VM lab script: two agents side by side, one on kprobes and one on fentry, under iperf3 over
 # virtio-net (vnet0 -> vnet1): first alone, then with another tool's kprobe programs busy in
 # tasks on both CPUs (bpftrace on vfs_read and vfs_write while dd copies a byte at a time).
-# The kernel does not nest kprobe programs: ppscope's, taken in a NAPI softirq that
-# interrupted bpftrace's (or a BPF map system call, the agents' own reads), are skipped and
-# counted. fentry programs are skipped only where they would nest in themselves.
+# A NAPI softirq that interrupted bpftrace's kprobe handler finds the CPU's kprobe busy: the
+# kernel drops ppscope's kprobe hits and counts them per kprobe. It does not nest kprobe
+# programs either: ppscope's, taken while bpftrace's program (or a BPF map system call, the
+# agents' own reads) holds the CPU, are skipped and counted. fentry programs are skipped only
+# where they would nest in themselves.
 #
 # Usage: skipped-runs.sh SECONDS
 # Needs bpftrace in the guest (the host's, shipped with its libraries by the test).
@@ -21,7 +23,7 @@ wait_for /tmp/agent-fentry.err "agent serving"
 
 ip netns exec ppa iperf3 -c 198.18.0.2 -t "$SECS" >/tmp/iperf-alone.txt
 sleep 2
-echo "@@kprobe-alone"; scrape | grep "^ppscope_skipped_runs_total" || true
+echo "@@kprobe-alone"; scrape | grep -E "^ppscope_(skipped_runs|kprobe_missed)_total" || true
 
 bpftrace -e 'BEGIN { printf("bpftrace ready\n"); }
 kprobe:vfs_read, kprobe:vfs_write { @calls[comm, cpu] = count(); @bytes = hist(arg2); }' \

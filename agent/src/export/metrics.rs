@@ -174,6 +174,8 @@ enum Series {
     UnmatchedReturns,
     /// Per hook the kernel counts skipped runs for.
     SkippedRuns,
+    /// Per hook on kprobes whose kprobes' dropped hits were read.
+    KprobeMissed,
 }
 
 /// What this rendering exported, for the agent's own families.
@@ -384,6 +386,12 @@ const FAMILIES: &[FamilyDef] = &[
         "counter",
         "Runs of a hook's programs the kernel skipped, as it counts them: it does not nest tracing programs, so a kprobe program is skipped while another kprobe or perf BPF program or a BPF map system call (ppscope's own reads included) holds the CPU, an fentry, fexit or tracepoint program while the same program runs there. Each is an event the hook's figures lack (up to one a call: a pair's entry and exit count apart). Only hooks whose programs this kernel counts have a series (fentry/fexit since Linux 5.11; kprobes and tracepoints where its BTF shows the 6.7 counting).",
         Series::SkippedRuns,
+    ),
+    family(
+        "ppscope_kprobe_missed_total",
+        "counter",
+        "Hits of a hook's kprobes the kernel dropped before any of ppscope's programs ran, as it counts them per kprobe: a kprobe hit while another kprobe's handler (any tool's) runs on the CPU, and a kretprobe's return when all its instances (maxactive) are in use. Each is an event the hook's figures lack, on top of ppscope_skipped_runs_total. Only hooks on kprobes have a series, where the kernel counts them (Linux 6.7+, with the kprobe programs' skipped runs) and ppscope found its kprobes' links.",
+        Series::KprobeMissed,
     ),
     family(
         "ppscope_recycle_pair_lost",
@@ -638,6 +646,13 @@ impl Collector for Exposition {
                 Series::SkippedRuns => {
                     for s in &me.skipped_runs {
                         f.sample(&vec![("hook", s.hook)], s.runs as f64)?;
+                    }
+                }
+                Series::KprobeMissed => {
+                    for s in &me.skipped_runs {
+                        if let Some(missed) = s.kprobe_missed {
+                            f.sample(&vec![("hook", s.hook)], missed as f64)?;
+                        }
                     }
                 }
             }
@@ -1031,20 +1046,41 @@ mod tests {
     #[test]
     fn skipped_runs_are_a_counter_per_hook_the_kernel_counts_and_absent_for_others() {
         let me = SelfStats {
-            skipped_runs: vec![Skipped {
-                hook: "page_release",
-                backend: crate::snapshot::Backend::Tracepoint,
-                runs: 12,
-            }],
+            skipped_runs: vec![
+                Skipped {
+                    hook: "page_release",
+                    backend: crate::snapshot::Backend::Tracepoint,
+                    runs: 12,
+                    kprobe_missed: None,
+                },
+                Skipped {
+                    hook: "alloc",
+                    backend: crate::snapshot::Backend::Kprobe,
+                    runs: 3,
+                    kprobe_missed: Some(40),
+                },
+            ],
             ..Default::default()
         };
         let (t, _) = render(&Arc::new(snap()), &snap(), &me, Format::Prometheus, 100);
         assert_eq!(
             lines(&t, "ppscope_skipped_runs_total"),
-            [r#"ppscope_skipped_runs_total{hook="page_release"} 12"#]
+            [
+                r#"ppscope_skipped_runs_total{hook="page_release"} 12"#,
+                r#"ppscope_skipped_runs_total{hook="alloc"} 3"#
+            ]
         );
         assert!(
             t.contains("# TYPE ppscope_skipped_runs_total counter"),
+            "{t}"
+        );
+        // Dropped kprobe hits: only where the hook is on kprobes and they were read.
+        assert_eq!(
+            lines(&t, "ppscope_kprobe_missed_total"),
+            [r#"ppscope_kprobe_missed_total{hook="alloc"} 40"#]
+        );
+        assert!(
+            t.contains("# TYPE ppscope_kprobe_missed_total counter"),
             "{t}"
         );
         // A hook the kernel does not count for is not in the list: no guessed 0.
@@ -1056,5 +1092,6 @@ mod tests {
             100,
         );
         assert!(lines(&t, "ppscope_skipped_runs_total").is_empty(), "{t}");
+        assert!(lines(&t, "ppscope_kprobe_missed_total").is_empty(), "{t}");
     }
 }

@@ -15,7 +15,8 @@
 //! - [`unmatched`]: returns that found another call's frame, and the warning when a pair
 //!   finds almost none of its own;
 //! - [`skipped`]: runs of the programs the kernel skipped (it does not nest tracing programs),
-//!   as it counts them, and the warning when a hook's count moves;
+//!   and hits of the kprobes it dropped, as it counts them, and the warning when a hook's
+//!   count moves;
 //! - [`sys`]: the one `bpf(2)` call ppscope makes itself (what aya 0.14 does not do).
 use std::{
     collections::{HashMap, VecDeque},
@@ -166,6 +167,8 @@ pub struct Probes {
     recycle_pair: unmatched::RecyclePairCheck,
     /// The hooks whose skipped runs were warned of ([`skipped`]).
     skip_check: skipped::SkipCheck,
+    /// The kprobes' links, for their dropped hits ([`skipped`]).
+    kprobe_links: skipped::KprobeLinks,
 }
 
 impl Probes {
@@ -389,6 +392,7 @@ impl Probes {
             ids: PoolIds::default(),
             recycle_pair: Default::default(),
             skip_check: Default::default(),
+            kprobe_links: Default::default(),
             _bpf_log: bpf_log,
             startup: Some(clock),
         })

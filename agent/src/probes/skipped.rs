@@ -1,5 +1,7 @@
 //! Runs of ppscope's programs the kernel skipped, as the kernel counts them per program
-//! (`bpf_prog_info.recursion_misses`): exported per hook, and warned of once per hook.
+//! (`bpf_prog_info.recursion_misses`), and hits of its kprobes the kernel did not hand to them,
+//! as it counts them per kprobe (`bpf_link_info.perf_event.kprobe.missed`): exported per hook,
+//! and warned of once per hook.
 //!
 //! The kernel does not run a tracing program where it would nest. A kprobe program is skipped
 //! while the CPU's `bpf_prog_active` is held: by another kprobe or perf program, any tool's (a
@@ -13,17 +15,24 @@
 //! 6.1 and for kprobes since 6.7: both are taken as counted where the kernel's BTF has the
 //! kprobe link's `missed`, which came with the second, not by version (a 6.1-6.6 kernel's
 //! tracepoint counts are left out). A hook served by programs the kernel does not count is
-//! left out, not shown as 0. Not counted here: a kretprobe's return the kernel dropped
-//! because all its instances were busy (`maxactive`), which only the kprobe link's `missed`
-//! holds.
+//! left out, not shown as 0.
+//!
+//! A layer below, the kprobe itself may not run: a kprobe hit while another kprobe's handler
+//! runs on the CPU (any tool's) is dropped before any program sees it, and a kretprobe's
+//! return is dropped when all its instances (`maxactive`) are in use. The kernel counts both
+//! per kprobe and gives them with the kprobe's BPF link (Linux 6.7, with the programs'
+//! count). aya 0.14 keeps a kprobe's link to itself, so ppscope finds its links among the
+//! host's by their programs' ids ([`KprobeLinks`]).
 use std::{
     collections::HashMap,
     io, mem,
-    os::fd::{AsFd, AsRawFd, BorrowedFd},
+    os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd},
 };
 
 use aya::programs::Program;
-use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_prog_info};
+use aya_obj::generated::{
+    bpf_attr, bpf_cmd, bpf_link_info, bpf_link_type, bpf_perf_event_type, bpf_prog_info,
+};
 
 use super::{hooks::HOOKS, Probes};
 use crate::{
@@ -38,6 +47,10 @@ pub struct Skipped {
     pub hook: &'static str,
     pub backend: Backend,
     pub runs: u64,
+    /// Hits of the hook's kprobes (returns, for a kretprobe) the kernel dropped before any
+    /// program ran, since they were attached: None unless the hook is on kprobes, the kernel
+    /// counts them (`SkippedRunsCounted::kprobes_and_tracepoints`) and its links were read.
+    pub kprobe_missed: Option<u64>,
 }
 
 /// Which programs' skipped runs this kernel counts, found in its BTF.
@@ -74,36 +87,69 @@ fn serves_and_counted(
     }
 }
 
-/// The hooks whose skipped runs were warned of, and each hook's count at the first check.
+/// What a count of [`Skipped`] lost: its key in [`SkipCheck`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Lost {
+    /// Runs of the hook's programs (`Skipped::runs`).
+    Runs,
+    /// Hits of its kprobes (`Skipped::kprobe_missed`).
+    KprobeHits,
+}
+
+/// The hooks whose losses were warned of, and each hook's counts at the first check.
 #[derive(Debug, Default)]
 pub(super) struct SkipCheck {
-    at_start: Option<HashMap<&'static str, u64>>,
-    warned: Vec<&'static str>,
+    at_start: Option<HashMap<(&'static str, Lost), u64>>,
+    warned: Vec<(&'static str, Lost)>,
 }
 
 impl SkipCheck {
-    /// A hook attached again (a module's, reloaded): its programs count from 0 again.
+    /// A hook attached again (a module's, reloaded): its programs and kprobes count from 0
+    /// again.
     pub fn forget(&mut self, hook: &'static str) {
         if let Some(start) = &mut self.at_start {
-            start.insert(hook, 0);
+            start.insert((hook, Lost::Runs), 0);
+            start.insert((hook, Lost::KprobeHits), 0);
         }
     }
 
-    /// One check: each hook's skipped runs now (since load). A warning per hook, the first
-    /// time its count moved since the first check.
+    /// One check: each hook's counts now (since load). A warning per hook and count, the
+    /// first time the count moved since the first check.
     fn observe(&mut self, now: &[Skipped]) -> Vec<String> {
+        let counts = || {
+            now.iter().flat_map(|s| {
+                [
+                    Some(((s.hook, Lost::Runs), s.runs, s.backend)),
+                    s.kprobe_missed
+                        .map(|m| ((s.hook, Lost::KprobeHits), m, s.backend)),
+                ]
+                .into_iter()
+                .flatten()
+            })
+        };
         let start = self
             .at_start
-            .get_or_insert_with(|| now.iter().map(|s| (s.hook, s.runs)).collect());
+            .get_or_insert_with(|| counts().map(|(key, n, _)| (key, n)).collect());
         let mut warnings = Vec::new();
-        for s in now {
+        for (key, n, backend) in counts() {
             // A hook attached after the first check (a module's) started from none.
-            let skipped = since(s.runs, start.get(s.hook).copied().unwrap_or(0));
-            if skipped == 0 || self.warned.contains(&s.hook) {
+            let lost = since(n, start.get(&key).copied().unwrap_or(0));
+            if lost == 0 || self.warned.contains(&key) {
                 continue;
             }
-            self.warned.push(s.hook);
-            let why = match s.backend {
+            self.warned.push(key);
+            let (hook, what) = key;
+            warnings.push(warning(hook, what, backend, lost));
+        }
+        warnings
+    }
+}
+
+/// The warning for `lost` events of `hook` since the first check.
+fn warning(hook: &str, what: Lost, backend: Backend, lost: u64) -> String {
+    match what {
+        Lost::Runs => {
+            let why = match backend {
                 Backend::Kprobe => {
                     "a kprobe program is not run while another kprobe or perf BPF program or \
                      a BPF map system call, ppscope's own reads included, holds the CPU; \
@@ -112,56 +158,116 @@ impl SkipCheck {
                 }
                 _ => "the hook's program would have nested in itself on the same CPU",
             };
-            warnings.push(format!(
-                "{}: the kernel skipped {skipped} {} of ppscope's programs on this hook ({why}), \
+            format!(
+                "{hook}: the kernel skipped {lost} {} of ppscope's programs on this hook ({why}), \
                  so its figures lack up to that many events, and more as it goes on \
                  (ppscope_skipped_runs_total)",
-                s.hook,
-                if skipped == 1 { "run" } else { "runs" }
-            ));
+                if lost == 1 { "run" } else { "runs" }
+            )
         }
-        warnings
+        Lost::KprobeHits => format!(
+            "{hook}: the kernel dropped {lost} {} of ppscope's kprobes on this hook before any \
+             program ran (a kprobe hit while another kprobe's handler, any tool's, runs on the \
+             CPU is dropped, and a kretprobe's return when all its instances are in use; \
+             --backend fentry, where the kernel has it, uses no kprobes), so its figures lack \
+             up to that many events, and more as it goes on (ppscope_kprobe_missed_total)",
+            if lost == 1 { "hit" } else { "hits" }
+        ),
+    }
+}
+
+/// ppscope's kprobe links, by their programs' ids. The kernel keeps a kprobe's count of
+/// dropped hits with its BPF link, and aya 0.14 keeps the link to itself, so the links are
+/// looked for among the host's (by program id, one system call or four a link) once per
+/// program not looked for before (a hook attached again has new programs), and kept open.
+#[derive(Debug, Default)]
+pub(super) struct KprobeLinks {
+    /// Per program looked for: its links (one per function it is attached to; none for a
+    /// program loaded but not attached).
+    by_program: HashMap<u32, Vec<OwnedFd>>,
+}
+
+impl KprobeLinks {
+    /// The dropped hits of each of `programs`' kprobes, summed: the host's links are looked
+    /// through again only for a program not looked for before, and programs no longer asked
+    /// for are let go (their links closed).
+    fn missed(&mut self, programs: &[u32]) -> io::Result<u64> {
+        self.by_program.retain(|id, _| programs.contains(id));
+        let new: Vec<u32> = programs
+            .iter()
+            .copied()
+            .filter(|id| !self.by_program.contains_key(id))
+            .collect();
+        if !new.is_empty() {
+            let mut found = links_of(&new)?;
+            for id in new {
+                self.by_program
+                    .insert(id, found.remove(&id).unwrap_or_default());
+            }
+        }
+        let mut missed = 0;
+        for id in programs {
+            for link in &self.by_program[id] {
+                missed += kprobe_missed(link.as_fd())?.unwrap_or(0);
+            }
+        }
+        Ok(missed)
     }
 }
 
 impl Probes {
     /// Every attached hook whose programs' skipped runs the kernel counts, with their sum
-    /// since load: one `BPF_OBJ_GET_INFO_BY_FD` per loaded program. A program whose info
-    /// cannot be read leaves its hook out.
-    pub fn skipped_runs(&self) -> Vec<Skipped> {
-        let backend_of = |name: &str| {
-            self.facts
+    /// since load (one `BPF_OBJ_GET_INFO_BY_FD` per loaded program) and, on kprobes, its
+    /// kprobes' dropped hits (one per link, [`KprobeLinks`]). A program whose info cannot be
+    /// read leaves its hook out; links that cannot be read leave its kprobes' count out.
+    pub fn skipped_runs(&mut self) -> Vec<Skipped> {
+        let mut found = Vec::new();
+        for def in HOOKS {
+            let Some(backend) = self
+                .facts
                 .hooks
                 .iter()
-                .find(|h| h.hook == name)
+                .find(|h| h.hook == def.name)
                 .and_then(|h| h.backend)
-        };
-        HOOKS
-            .iter()
-            .filter_map(|def| {
-                let backend = backend_of(def.name)?;
-                let mut runs = 0;
-                for name in super::hooks::all_programs(def) {
-                    let Some(program) = self.ebpf.program(name) else {
-                        continue;
-                    };
-                    let (serves, counted) =
-                        serves_and_counted(self.facts.skipped_runs_counted, backend, program);
-                    // Not loaded: a backend not tried, or not this one.
-                    let Ok(fd) = program.fd() else { continue };
-                    if !serves {
-                        continue;
-                    }
-                    if !counted {
-                        return None;
-                    }
-                    runs += recursion_misses(fd.as_fd()).ok()?;
+            else {
+                continue;
+            };
+            let mut runs = Some(0);
+            let mut kprobes = Vec::new();
+            for name in super::hooks::all_programs(def) {
+                let Some(program) = self.ebpf.program(name) else {
+                    continue;
+                };
+                let (serves, counted) =
+                    serves_and_counted(self.facts.skipped_runs_counted, backend, program);
+                // Not loaded: a backend not tried, or not this one.
+                let Ok(fd) = program.fd() else { continue };
+                if !serves {
+                    continue;
                 }
-                Some(Skipped {
-                    hook: def.name,
-                    backend,
-                    runs,
-                })
+                let info = counted.then(|| program_info(fd.as_fd()).ok()).flatten();
+                let Some(info) = info else {
+                    runs = None;
+                    break;
+                };
+                runs = runs.map(|r| r + info.recursion_misses);
+                if matches!(program, Program::KProbe(_)) {
+                    kprobes.push(info.id);
+                }
+            }
+            if let Some(runs) = runs {
+                found.push((def.name, backend, runs, kprobes));
+            }
+        }
+        found
+            .into_iter()
+            .map(|(hook, backend, runs, kprobes)| Skipped {
+                hook,
+                backend,
+                runs,
+                kprobe_missed: (!kprobes.is_empty())
+                    .then(|| self.kprobe_links.missed(&kprobes).ok())
+                    .flatten(),
             })
             .collect()
     }
@@ -177,23 +283,99 @@ impl Probes {
     }
 }
 
-/// The kernel's count of a program's skipped runs (`bpf_prog_info.recursion_misses`). aya 0.14
-/// reads the program's info but does not give that field, so this asks the kernel itself
-/// (`sys.rs`).
-fn recursion_misses(fd: BorrowedFd<'_>) -> io::Result<u64> {
+/// What ppscope reads of a program's info: its id, and the kernel's count of its skipped runs
+/// (`recursion_misses`).
+struct ProgramInfo {
+    id: u32,
+    recursion_misses: u64,
+}
+
+/// A program's id and skipped runs. aya 0.14 reads the program's info but does not give the
+/// second, so this asks the kernel itself (`sys.rs`).
+fn program_info(fd: BorrowedFd<'_>) -> io::Result<ProgramInfo> {
     // SAFETY: plain data; all zero asks for no arrays (lengths 0, pointers null).
     let mut info: bpf_prog_info = unsafe { mem::zeroed() };
+    obj_info(fd, &mut info)?;
+    Ok(ProgramInfo {
+        id: info.id,
+        recursion_misses: info.recursion_misses,
+    })
+}
+
+/// `BPF_OBJ_GET_INFO_BY_FD` of `fd` into `info`: a `bpf_prog_info` or `bpf_link_info` whose
+/// pointers are all null (no arrays or names asked for).
+fn obj_info<T>(fd: BorrowedFd<'_>, info: &mut T) -> io::Result<()> {
     // SAFETY: plain data; all zero is every member's "unused" value.
     let mut attr: bpf_attr = unsafe { mem::zeroed() };
     // SAFETY: writing the info member of a zeroed union of plain integers.
     let i = unsafe { &mut attr.info };
     i.bpf_fd = fd.as_raw_fd() as u32;
-    i.info_len = mem::size_of::<bpf_prog_info>() as u32;
-    i.info = &mut info as *mut bpf_prog_info as u64;
+    i.info_len = mem::size_of::<T>() as u32;
+    i.info = info as *mut T as u64;
     // SAFETY: `info` outlives the call and has room for `info_len` bytes, which is all the
-    // kernel writes.
+    // kernel writes; its null pointers ask for nothing written elsewhere.
     unsafe { super::sys::bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr) }?;
-    Ok(info.recursion_misses)
+    Ok(())
+}
+
+/// A link's info (no name asked for).
+fn link_info(fd: BorrowedFd<'_>) -> io::Result<bpf_link_info> {
+    // SAFETY: plain data; all zero asks for no name (pointer null, length 0).
+    let mut info: bpf_link_info = unsafe { mem::zeroed() };
+    obj_info(fd, &mut info)?;
+    Ok(info)
+}
+
+/// The kernel's count of a kprobe link's dropped hits (the kprobe's, and a kretprobe's
+/// returns dropped for want of an instance); None for a link of another kind.
+fn kprobe_missed(fd: BorrowedFd<'_>) -> io::Result<Option<u64>> {
+    let info = link_info(fd)?;
+    if info.type_ != bpf_link_type::BPF_LINK_TYPE_PERF_EVENT as u32 {
+        return Ok(None);
+    }
+    // SAFETY: a perf event link's info fills the union's `perf_event` member, plain integers.
+    let event = unsafe { info.__bindgen_anon_1.perf_event };
+    let kprobe = [
+        bpf_perf_event_type::BPF_PERF_EVENT_KPROBE as u32,
+        bpf_perf_event_type::BPF_PERF_EVENT_KRETPROBE as u32,
+    ];
+    // SAFETY: plain integers whichever member the kernel filled (a kprobe's fills `kprobe`).
+    let missed = unsafe { event.__bindgen_anon_1.kprobe.missed };
+    Ok(kprobe.contains(&event.type_).then_some(missed))
+}
+
+/// The host's BPF links whose program is one of `programs`, opened, by program id: every
+/// link's id in turn (`BPF_LINK_GET_NEXT_ID`), opened by id and its info read. A link gone
+/// between its id and its opening is passed over.
+fn links_of(programs: &[u32]) -> io::Result<HashMap<u32, Vec<OwnedFd>>> {
+    let mut found: HashMap<u32, Vec<OwnedFd>> = HashMap::new();
+    let mut id = 0;
+    loop {
+        // SAFETY: plain data; all zero is every member's "unused" value.
+        let mut attr: bpf_attr = unsafe { mem::zeroed() };
+        attr.__bindgen_anon_6.__bindgen_anon_1.start_id = id;
+        // SAFETY: the command reads and writes `attr` only.
+        match unsafe { super::sys::bpf(bpf_cmd::BPF_LINK_GET_NEXT_ID, &mut attr) } {
+            // SAFETY: reading what the kernel wrote back, a plain integer.
+            Ok(_) => id = unsafe { attr.__bindgen_anon_6.next_id },
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(found),
+            Err(e) => return Err(e),
+        }
+        // SAFETY: as above.
+        let mut attr: bpf_attr = unsafe { mem::zeroed() };
+        attr.__bindgen_anon_6.__bindgen_anon_1.link_id = id;
+        // SAFETY: the command reads `attr` only; it returns a new descriptor.
+        let link = match unsafe { super::sys::bpf(bpf_cmd::BPF_LINK_GET_FD_BY_ID, &mut attr) } {
+            // SAFETY: a descriptor the kernel just made for this process, owned by no one else.
+            Ok(fd) => unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+            Err(e) => return Err(e),
+        };
+        let prog_id = link_info(link.as_fd())?.prog_id;
+        if programs.contains(&prog_id) {
+            found.entry(prog_id).or_default().push(link);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -205,6 +387,7 @@ mod tests {
             hook,
             backend: Backend::Kprobe,
             runs,
+            kprobe_missed: None,
         }
     }
 
@@ -255,6 +438,7 @@ mod tests {
             hook: "recycle",
             backend: Backend::Fentry,
             runs: 0,
+            kprobe_missed: None,
         };
         check.observe(&[skipped("alloc", 0), fentry]);
         let w = check.observe(&[skipped("alloc", 2), Skipped { runs: 2, ..fentry }]);
@@ -264,6 +448,71 @@ mod tests {
         );
         assert!(w[1].contains("would have nested in itself"), "{w:?}");
         assert!(w[1].contains("lack up to that many events"), "{w:?}");
+    }
+
+    #[test]
+    fn a_hooks_dropped_kprobe_hits_are_warned_of_apart_from_its_skipped_runs() {
+        let mut check = SkipCheck::default();
+        let recycle = |runs, missed| Skipped {
+            kprobe_missed: missed,
+            ..skipped("recycle", runs)
+        };
+        check.observe(&[recycle(0, Some(7))]);
+        // Its programs' count moved, its kprobes' did not: one warning, of skipped runs.
+        let w = check.observe(&[recycle(2, Some(7))]);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("ppscope_skipped_runs_total"), "{w:?}");
+        let w = check.observe(&[recycle(2, Some(8))]);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("recycle: the kernel dropped 1 hit of ppscope's kprobes"),
+            "{w:?}"
+        );
+        assert!(w[0].contains("ppscope_kprobe_missed_total"), "{w:?}");
+        assert!(check.observe(&[recycle(9, Some(90))]).is_empty());
+        // Attached again: both count from 0.
+        check.forget("recycle");
+        let w = check.observe(&[recycle(0, Some(3))]);
+        assert!(w.is_empty(), "warned of once only: {w:?}");
+    }
+
+    /// The host's links are looked through for a program's (a raw tracepoint's here: the
+    /// host has no kprobes): found while attached, its count 0 (not a kprobe link), gone
+    /// once detached.
+    #[test]
+    #[ignore = "needs root (BPF programs): run through `cargo xtask test`"]
+    fn a_programs_links_are_found_among_the_hosts_by_its_id() {
+        use aya::programs::RawTracePoint;
+        let mut ebpf = aya::Ebpf::load(super::super::EBPF_OBJECT).expect("load the object");
+        let program: &mut RawTracePoint = ebpf
+            .program_mut("bench_tp_hold")
+            .unwrap()
+            .try_into()
+            .unwrap();
+        program
+            .load()
+            .expect("load a raw tracepoint program (root?)");
+        let link = program.attach("page_pool_state_hold").expect("attach it");
+        let id = program_info(program.fd().unwrap().as_fd()).unwrap().id;
+
+        let found = links_of(&[id]).unwrap();
+        assert_eq!(found.get(&id).map(Vec::len), Some(1), "{found:?}");
+        assert_eq!(found.len(), 1);
+        let info = link_info(found[&id][0].as_fd()).unwrap();
+        assert_eq!(info.prog_id, id);
+        assert_eq!(kprobe_missed(found[&id][0].as_fd()).unwrap(), None);
+        drop(found);
+
+        let mut links = KprobeLinks::default();
+        assert_eq!(links.missed(&[id]).unwrap(), 0);
+        assert_eq!(links.by_program[&id].len(), 1);
+        // Another program: looked for, none found; the first one let go.
+        assert_eq!(links.missed(&[u32::MAX]).unwrap(), 0);
+        assert!(links.by_program[&u32::MAX].is_empty());
+        assert!(!links.by_program.contains_key(&id));
+
+        program.detach(link).expect("detach");
+        assert!(links_of(&[id]).unwrap().is_empty());
     }
 
     /// On the running kernel (its BTF, where readable): a release that has the counting

@@ -262,7 +262,10 @@ fn skipped_runs_line(
             (_, true) => {
                 "counted by the kernel for every backend: ppscope_skipped_runs_total and a warning \
              say when it skipped ppscope's programs (a kprobe program while another kprobe or \
-             perf program, or a BPF map system call, ppscope's own reads included, holds the CPU)"
+             perf program, or a BPF map system call, ppscope's own reads included, holds the \
+             CPU), ppscope_kprobe_missed_total when it dropped a hit of ppscope's kprobes \
+             before any program ran (another kprobe's handler held the CPU, or a kretprobe's \
+             instances were all in use)"
             }
             (true, false) if kprobes_or_tracepoints => {
                 "counted for fentry/fexit; for kprobes and tracepoints this kernel's BTF shows no \

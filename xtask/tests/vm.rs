@@ -639,9 +639,8 @@ fn vm_kprobe_programs_skipped_under_another_tools_kprobes_are_exported_and_warne
         metric_values(fentry, name, &["hook=\"recycle\""]).len() == 1,
         "the fentry agent does not export {name} for recycle:\n{fentry}"
     );
-    // The dropped hits are read from each kprobe's link, found by its program's id among
-    // the guest's links (bpftrace's among them), for every hook on kprobes; the fentry agent
-    // has none.
+    // The dropped hits are read from each kprobe's link, found by its program's id among the
+    // agent's own descriptors, for every hook on kprobes; the fentry agent has none.
     for hook in ["alloc", "alloc_frag", "recycle", "refill", "slow_path"] {
         assert_eq!(
             metric_values(kprobe, missed, &[&format!("hook=\"{hook}\"")]).len(),

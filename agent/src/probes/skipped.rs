@@ -21,8 +21,8 @@
 //! runs on the CPU (any tool's) is dropped before any program sees it, and a kretprobe's
 //! return is dropped when all its instances (`maxactive`) are in use. The kernel counts both
 //! per kprobe and gives them with the kprobe's BPF link (Linux 6.7, with the programs'
-//! count). aya 0.14 keeps a kprobe's link to itself, so ppscope finds its links among the
-//! host's by their programs' ids ([`KprobeLinks`]).
+//! count). aya 0.14 keeps a kprobe's link to itself, so ppscope finds its links among its own
+//! descriptors by their programs' ids ([`KprobeLinks`]).
 use std::{
     collections::HashMap,
     io, mem,
@@ -178,8 +178,10 @@ fn warning(hook: &str, what: Lost, backend: Backend, lost: u64) -> String {
 
 /// ppscope's kprobe links, by their programs' ids. The kernel keeps a kprobe's count of
 /// dropped hits with its BPF link, and aya 0.14 keeps the link to itself, so the links are
-/// looked for among the host's (by program id, one system call or four a link) once per
-/// program not looked for before (a hook attached again has new programs), and kept open.
+/// looked for among this process's descriptors ([`links_of`]) once per program not looked
+/// for before (a hook attached again has new programs), and kept open (a copy of each: a link
+/// stays attached while one is open, so the copies of programs no longer asked for are
+/// closed at the next check).
 #[derive(Debug, Default)]
 pub(super) struct KprobeLinks {
     /// Per program looked for: its links (one per function it is attached to; none for a
@@ -344,38 +346,42 @@ fn kprobe_missed(fd: BorrowedFd<'_>) -> io::Result<Option<u64>> {
     Ok(kprobe.contains(&event.type_).then_some(missed))
 }
 
-/// The host's BPF links whose program is one of `programs`, opened, by program id: every
-/// link's id in turn (`BPF_LINK_GET_NEXT_ID`), opened by id and its info read. A link gone
-/// between its id and its opening is passed over.
+/// This process's BPF links whose program is one of `programs`, each opened again (a
+/// duplicate descriptor of ppscope's own), by program id: aya holds them, so they are among
+/// the descriptors in `/proc/self/fd` that name a BPF link. Looking there needs no privilege
+/// (finding them by id among the host's would need `CAP_SYS_ADMIN`, which the systemd unit
+/// does not grant), and touches no other tool's links. A descriptor closed or reused since
+/// the listing (another thread's socket, say) is passed over.
 fn links_of(programs: &[u32]) -> io::Result<HashMap<u32, Vec<OwnedFd>>> {
     let mut found: HashMap<u32, Vec<OwnedFd>> = HashMap::new();
-    let mut id = 0;
-    loop {
-        // SAFETY: plain data; all zero is every member's "unused" value.
-        let mut attr: bpf_attr = unsafe { mem::zeroed() };
-        attr.__bindgen_anon_6.__bindgen_anon_1.start_id = id;
-        // SAFETY: the command reads and writes `attr` only.
-        match unsafe { super::sys::bpf(bpf_cmd::BPF_LINK_GET_NEXT_ID, &mut attr) } {
-            // SAFETY: reading what the kernel wrote back, a plain integer.
-            Ok(_) => id = unsafe { attr.__bindgen_anon_6.next_id },
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(found),
-            Err(e) => return Err(e),
-        }
-        // SAFETY: as above.
-        let mut attr: bpf_attr = unsafe { mem::zeroed() };
-        attr.__bindgen_anon_6.__bindgen_anon_1.link_id = id;
-        // SAFETY: the command reads `attr` only; it returns a new descriptor.
-        let link = match unsafe { super::sys::bpf(bpf_cmd::BPF_LINK_GET_FD_BY_ID, &mut attr) } {
-            // SAFETY: a descriptor the kernel just made for this process, owned by no one else.
-            Ok(fd) => unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
-            Err(e) => return Err(e),
+    for entry in std::fs::read_dir("/proc/self/fd")? {
+        let Ok(entry) = entry else { continue };
+        let is_link = std::fs::read_link(entry.path())
+            .is_ok_and(|target| target.as_os_str() == "anon_inode:bpf_link");
+        let number = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<RawFd>().ok());
+        let (true, Some(number)) = (is_link, number) else {
+            continue;
         };
-        let prog_id = link_info(link.as_fd())?.prog_id;
-        if programs.contains(&prog_id) {
-            found.entry(prog_id).or_default().push(link);
+        // A number, not a borrowed descriptor: it may have been closed since the listing.
+        // SAFETY: F_DUPFD_CLOEXEC only reads the number; a closed one fails with EBADF.
+        let copy = unsafe { libc::fcntl(number, libc::F_DUPFD_CLOEXEC, 0) };
+        if copy < 0 {
+            continue;
+        }
+        // SAFETY: a descriptor the kernel just made for this call, owned by no one else.
+        let link = unsafe { OwnedFd::from_raw_fd(copy) };
+        // Reused for something that is not a link since the listing: no link info.
+        let Ok(info) = link_info(link.as_fd()) else {
+            continue;
+        };
+        if programs.contains(&info.prog_id) {
+            found.entry(info.prog_id).or_default().push(link);
         }
     }
+    Ok(found)
 }
 
 #[cfg(test)]
@@ -476,7 +482,7 @@ mod tests {
         assert!(w.is_empty(), "warned of once only: {w:?}");
     }
 
-    /// The host's links are looked through for a program's (a raw tracepoint's here: the
+    /// This process's links are looked through for a program's (a raw tracepoint's here: the
     /// host has no kprobes): found while attached, its count 0 (not a kprobe link), gone
     /// once detached.
     #[test]

@@ -390,7 +390,7 @@ const FAMILIES: &[FamilyDef] = &[
     family(
         "ppscope_kprobe_missed_total",
         "counter",
-        "Hits of a hook's kprobes the kernel dropped before any of ppscope's programs ran, as it counts them per kprobe: a kprobe hit while another kprobe's handler (any tool's) runs on the CPU, and a kretprobe's return when all its instances (maxactive) are in use. Each is an event the hook's figures lack, on top of ppscope_skipped_runs_total. Only hooks on kprobes have a series, where the kernel counts them (Linux 6.7+, with the kprobe programs' skipped runs) and ppscope found its kprobes' links.",
+        "Hits of a hook's kprobes the kernel dropped before any of ppscope's programs ran, as it counts them per kprobe: a kprobe hit while another kprobe's handler (any tool's) runs on the CPU, and a kretprobe's return when all its instances (maxactive) are in use. The hook's figures lack up to that many events (a pair's kprobe and kretprobe each count a call dropped at its entry), on top of ppscope_skipped_runs_total. Only hooks on kprobes have a series, where the kernel counts them (Linux 6.7+, with the kprobe programs' skipped runs) and ppscope found its kprobes' links.",
         Series::KprobeMissed,
     ),
     family(

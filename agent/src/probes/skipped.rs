@@ -190,9 +190,10 @@ pub(super) struct KprobeLinks {
 }
 
 impl KprobeLinks {
-    /// The dropped hits of each of `programs`' kprobes, summed: the host's links are looked
-    /// through again only for a program not looked for before, and programs no longer asked
-    /// for are let go (their links closed).
+    /// The dropped hits of each of `programs`' kprobes, summed (a pair's kprobe and kretprobe
+    /// each count a call dropped at its entry: they share the function's kprobe): the links
+    /// are looked for again only for a program not looked for before, and programs no longer
+    /// asked for are let go (their links closed).
     fn missed(&mut self, programs: &[u32]) -> io::Result<u64> {
         self.by_program.retain(|id, _| programs.contains(id));
         let new: Vec<u32> = programs

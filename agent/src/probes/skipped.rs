@@ -187,14 +187,17 @@ pub(super) struct KprobeLinks {
     /// Per program looked for: its links (one per function it is attached to; none for a
     /// program loaded but not attached).
     by_program: HashMap<u32, Vec<OwnedFd>>,
+    /// Times the descriptors were looked through.
+    scans: u32,
 }
 
 impl KprobeLinks {
-    /// The dropped hits of each of `programs`' kprobes, summed (a pair's kprobe and kretprobe
-    /// each count a call dropped at its entry: they share the function's kprobe): the links
-    /// are looked for again only for a program not looked for before, and programs no longer
-    /// asked for are let go (their links closed).
-    fn missed(&mut self, programs: &[u32]) -> io::Result<u64> {
+    /// The dropped hits of each of `programs`' kprobes (a pair's kprobe and kretprobe each
+    /// count a call dropped at its entry: they share the function's kprobe), asked for all of
+    /// ppscope's kprobe programs at once: the links are looked for again only for a program
+    /// not looked for before, and programs no longer asked for are let go (their links
+    /// closed). A program's count is None where one of its links could not be read.
+    fn missed(&mut self, programs: &[u32]) -> io::Result<HashMap<u32, Option<u64>>> {
         self.by_program.retain(|id, _| programs.contains(id));
         let new: Vec<u32> = programs
             .iter()
@@ -202,19 +205,30 @@ impl KprobeLinks {
             .filter(|id| !self.by_program.contains_key(id))
             .collect();
         if !new.is_empty() {
+            self.scans += 1;
             let mut found = links_of(&new)?;
             for id in new {
                 self.by_program
                     .insert(id, found.remove(&id).unwrap_or_default());
             }
         }
-        let mut missed = 0;
-        for id in programs {
-            for link in &self.by_program[id] {
-                missed += kprobe_missed(link.as_fd())?.unwrap_or(0);
-            }
-        }
-        Ok(missed)
+        Ok(self
+            .by_program
+            .iter()
+            .map(|(id, links)| {
+                let missed = links
+                    .iter()
+                    .map(|link| kprobe_missed(link.as_fd()).ok().map(|m| m.unwrap_or(0)))
+                    .sum::<Option<u64>>();
+                (*id, missed)
+            })
+            .collect())
+    }
+
+    /// How many links of `program` are held, if it was looked for (a test's look inside).
+    #[cfg(test)]
+    fn links(&self, program: u32) -> Option<usize> {
+        self.by_program.get(&program).map(Vec::len)
     }
 }
 
@@ -262,15 +276,27 @@ impl Probes {
                 found.push((def.name, backend, runs, kprobes));
             }
         }
+        // All kprobe programs at once: the links of programs not asked for are let go.
+        let all: Vec<u32> = found.iter().flat_map(|f| f.3.iter().copied()).collect();
+        let missed = if all.is_empty() {
+            HashMap::new()
+        } else {
+            self.kprobe_links.missed(&all).unwrap_or_default()
+        };
         found
             .into_iter()
             .map(|(hook, backend, runs, kprobes)| Skipped {
                 hook,
                 backend,
                 runs,
-                kprobe_missed: (!kprobes.is_empty())
-                    .then(|| self.kprobe_links.missed(&kprobes).ok())
-                    .flatten(),
+                kprobe_missed: if kprobes.is_empty() {
+                    None
+                } else {
+                    kprobes
+                        .iter()
+                        .map(|id| missed.get(id).copied().flatten())
+                        .sum()
+                },
             })
             .collect()
     }
@@ -511,12 +537,18 @@ mod tests {
         drop(found);
 
         let mut links = KprobeLinks::default();
-        assert_eq!(links.missed(&[id]).unwrap(), 0);
-        assert_eq!(links.by_program[&id].len(), 1);
-        // Another program: looked for, none found; the first one let go.
-        assert_eq!(links.missed(&[u32::MAX]).unwrap(), 0);
-        assert!(links.by_program[&u32::MAX].is_empty());
-        assert!(!links.by_program.contains_key(&id));
+        assert_eq!(links.missed(&[id]).unwrap(), HashMap::from([(id, Some(0))]));
+        assert_eq!(links.links(id), Some(1));
+        // Asked again: the same link, not looked for again.
+        assert_eq!(links.missed(&[id]).unwrap(), HashMap::from([(id, Some(0))]));
+        assert_eq!((links.links(id), links.scans), (Some(1), 1));
+        // Another program: looked for, none found (its count 0); the first one let go.
+        assert_eq!(
+            links.missed(&[u32::MAX]).unwrap(),
+            HashMap::from([(u32::MAX, Some(0))])
+        );
+        assert_eq!((links.links(u32::MAX), links.scans), (Some(0), 2));
+        assert_eq!(links.links(id), None);
 
         program.detach(link).expect("detach");
         assert!(links_of(&[id]).unwrap().is_empty());

@@ -640,14 +640,34 @@ fn vm_kprobe_programs_skipped_under_another_tools_kprobes_are_exported_and_warne
         "the fentry agent does not export {name} for recycle:\n{fentry}"
     );
     // The dropped hits are read from each kprobe's link, found by its program's id among the
-    // agent's own descriptors, for every hook on kprobes; the fentry agent has none.
-    for hook in ["alloc", "alloc_frag", "recycle", "refill", "slow_path"] {
+    // agent's own descriptors: every hook on kprobes has the series (a hook whose links were
+    // not found has none), and the copies held do not grow from one check to the next.
+    let on_kprobes: Vec<&str> = kprobe
+        .lines()
+        .filter(|l| l.starts_with("ppscope_hook_attached{") && l.contains("backend=\"kprobe\""))
+        .filter(|l| l.ends_with(" 1"))
+        .filter_map(|l| l.split("hook=\"").nth(1)?.split('"').next())
+        .collect();
+    assert!(on_kprobes.contains(&"recycle"), "{on_kprobes:?}");
+    for hook in &on_kprobes {
         assert_eq!(
             metric_values(kprobe, missed, &[&format!("hook=\"{hook}\"")]).len(),
             1,
             "the kprobe agent does not export {missed} for {hook}:\n{kprobe}"
         );
     }
+    let links = |name| {
+        section(&out.output, name)
+            .trim()
+            .parse::<u32>()
+            .unwrap_or(0)
+    };
+    let (links_alone, links_end) = (links("kprobe-links-alone"), links("kprobe-links-end"));
+    assert!(
+        links_alone > 0 && links_end == links_alone,
+        "the kprobe agent's BPF link descriptors: {links_alone} after the first phase, \
+         {links_end} at the end"
+    );
     assert!(
         metric_values(fentry, missed, &[]).is_empty(),
         "the fentry agent exports {missed}:\n{fentry}"

@@ -24,6 +24,9 @@ wait_for /tmp/agent-fentry.err "agent serving"
 ip netns exec ppa iperf3 -c 198.18.0.2 -t "$SECS" >/tmp/iperf-alone.txt
 sleep 2
 echo "@@kprobe-alone"; scrape | grep -E "^ppscope_(skipped_runs|kprobe_missed)_total" || true
+# The kprobe agent's BPF link descriptors (aya's and the copies it reads the counts from).
+links_held() { ls -l "/proc/$AGENT/fd" | grep -c "bpf_link" || true; }
+echo "@@kprobe-links-alone"; links_held
 
 bpftrace -e 'BEGIN { printf("bpftrace ready\n"); }
 kprobe:vfs_read, kprobe:vfs_write { @calls[comm, cpu] = count(); @bytes = hist(arg2); }' \
@@ -40,6 +43,7 @@ ip netns exec ppa iperf3 -c 198.18.0.2 -t "$SECS" >/tmp/iperf.txt
 # A collection after the traffic.
 sleep 2
 echo "@@kprobe-metrics"; scrape
+echo "@@kprobe-links-end"; links_held
 echo "@@fentry-metrics"; busybox wget -q -O - http://127.0.0.1:9465/metrics
 
 for p in $DDS; do kill "$p"; done

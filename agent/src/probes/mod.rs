@@ -165,9 +165,10 @@ pub struct Probes {
     pub(crate) startup: Option<StartupClock>,
     /// The recycle pair's returns against its counts, for the warning ([`unmatched`]).
     recycle_pair: unmatched::RecyclePairCheck,
-    /// The hooks whose skipped runs were warned of ([`skipped`]).
+    /// The hooks whose skipped runs or dropped kprobe hits were warned of ([`skipped`]).
     skip_check: skipped::SkipCheck,
-    /// The kprobes' links, for their dropped hits ([`skipped`]).
+    /// Copies of the kprobes' links, for their dropped hits ([`skipped`]): let go before a
+    /// module's programs are unloaded.
     kprobe_links: skipped::KprobeLinks,
 }
 
@@ -431,6 +432,8 @@ impl Probes {
             };
             self.modules.insert(module, now);
             self.refresh_failed.remove(module);
+            // Its copies would keep the links of the programs unloaded below attached.
+            self.kprobe_links.let_go();
             let mut attached = 0;
             let mut total = 0;
             for (i, def) in HOOKS.iter().enumerate() {

@@ -179,13 +179,12 @@ fn warning(hook: &str, what: Lost, backend: Backend, lost: u64) -> String {
 /// ppscope's kprobe links, by their programs' ids. The kernel keeps a kprobe's count of
 /// dropped hits with its BPF link, and aya 0.14 keeps the link to itself, so the links are
 /// looked for among this process's descriptors ([`links_of`]) once per program not looked
-/// for before (a hook attached again has new programs), and kept open (a copy of each: a link
-/// stays attached while one is open, so the copies of programs no longer asked for are
-/// closed at the next check).
+/// for before, and kept open: a copy of each, which keeps the link attached while it is open
+/// whatever aya does, so [`Probes::refresh_modules`] lets every copy go before it unloads a
+/// module's programs ([`KprobeLinks::let_go`]).
 #[derive(Debug, Default)]
 pub(super) struct KprobeLinks {
-    /// Per program looked for: its links (one per function it is attached to; none for a
-    /// program loaded but not attached).
+    /// Per program looked for: its links (one per function it is attached to).
     by_program: HashMap<u32, Vec<OwnedFd>>,
     /// Times the descriptors were looked through.
     scans: u32,
@@ -196,7 +195,8 @@ impl KprobeLinks {
     /// count a call dropped at its entry: they share the function's kprobe), asked for all of
     /// ppscope's kprobe programs at once: the links are looked for again only for a program
     /// not looked for before, and programs no longer asked for are let go (their links
-    /// closed). A program's count is None where one of its links could not be read.
+    /// closed). A program's count is None where it has no link (an attached kprobe program
+    /// has one per function on every kernel that counts), or one could not be read.
     fn missed(&mut self, programs: &[u32]) -> io::Result<HashMap<u32, Option<u64>>> {
         self.by_program.retain(|id, _| programs.contains(id));
         let new: Vec<u32> = programs
@@ -218,11 +218,18 @@ impl KprobeLinks {
             .map(|(id, links)| {
                 let missed = links
                     .iter()
-                    .map(|link| kprobe_missed(link.as_fd()).ok().map(|m| m.unwrap_or(0)))
-                    .sum::<Option<u64>>();
+                    .map(|link| kprobe_missed(link.as_fd()).ok().flatten())
+                    .sum::<Option<u64>>()
+                    .filter(|_| !links.is_empty());
                 (*id, missed)
             })
             .collect())
+    }
+
+    /// Closes every copy held: before programs are unloaded (a module's hooks attached
+    /// again), whose links the copies would keep attached. The next check looks again.
+    pub fn let_go(&mut self) {
+        self.by_program.clear();
     }
 
     /// How many links of `program` are held, if it was looked for (a test's look inside).
@@ -276,13 +283,9 @@ impl Probes {
                 found.push((def.name, backend, runs, kprobes));
             }
         }
-        // All kprobe programs at once: the links of programs not asked for are let go.
+        // All kprobe programs at once (none: every copy let go).
         let all: Vec<u32> = found.iter().flat_map(|f| f.3.iter().copied()).collect();
-        let missed = if all.is_empty() {
-            HashMap::new()
-        } else {
-            self.kprobe_links.missed(&all).unwrap_or_default()
-        };
+        let missed = self.kprobe_links.missed(&all).unwrap_or_default();
         found
             .into_iter()
             .map(|(hook, backend, runs, kprobes)| Skipped {
@@ -376,22 +379,27 @@ fn kprobe_missed(fd: BorrowedFd<'_>) -> io::Result<Option<u64>> {
 /// This process's BPF links whose program is one of `programs`, each opened again (a
 /// duplicate descriptor of ppscope's own), by program id: aya holds them, so they are among
 /// the descriptors in `/proc/self/fd` that name a BPF link. Looking there needs no privilege
-/// (finding them by id among the host's would need `CAP_SYS_ADMIN`, which the systemd unit
-/// does not grant), and touches no other tool's links. A descriptor closed or reused since
-/// the listing (another thread's socket, say) is passed over.
+/// (opening them by id among the host's would need `CAP_SYS_ADMIN`, which the systemd unit
+/// does not grant), and touches no other tool's links. The listing is read whole before any
+/// copy is made (a copy made while the directory is read would be listed, and copied, in
+/// turn); a link is kept once, by its id. Another thread may close a listed descriptor, and
+/// the number may be reused, before it is copied: a copy that is not a BPF link, or not one
+/// of these programs', is closed again (holding another thread's socket for that moment).
 fn links_of(programs: &[u32]) -> io::Result<HashMap<u32, Vec<OwnedFd>>> {
+    const LINK: &str = "anon_inode:bpf_link";
+    let is_link = |path: &std::path::Path| {
+        std::fs::read_link(path).is_ok_and(|target| target.as_os_str() == LINK)
+    };
+    let listed: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")?
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            is_link(&entry.path()).then_some(())?;
+            entry.file_name().to_str()?.parse().ok()
+        })
+        .collect();
     let mut found: HashMap<u32, Vec<OwnedFd>> = HashMap::new();
-    for entry in std::fs::read_dir("/proc/self/fd")? {
-        let Ok(entry) = entry else { continue };
-        let is_link = std::fs::read_link(entry.path())
-            .is_ok_and(|target| target.as_os_str() == "anon_inode:bpf_link");
-        let number = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<RawFd>().ok());
-        let (true, Some(number)) = (is_link, number) else {
-            continue;
-        };
+    let mut kept = Vec::new();
+    for number in listed {
         // A number, not a borrowed descriptor: it may have been closed since the listing.
         // SAFETY: F_DUPFD_CLOEXEC only reads the number; a closed one fails with EBADF.
         let copy = unsafe { libc::fcntl(number, libc::F_DUPFD_CLOEXEC, 0) };
@@ -400,11 +408,13 @@ fn links_of(programs: &[u32]) -> io::Result<HashMap<u32, Vec<OwnedFd>>> {
         }
         // SAFETY: a descriptor the kernel just made for this call, owned by no one else.
         let link = unsafe { OwnedFd::from_raw_fd(copy) };
-        // Reused for something that is not a link since the listing: no link info.
-        let Ok(info) = link_info(link.as_fd()) else {
+        // The copy is this call's: what it names cannot change under it.
+        if !is_link(std::path::Path::new(&format!("/proc/self/fd/{copy}"))) {
             continue;
-        };
-        if programs.contains(&info.prog_id) {
+        }
+        let info = link_info(link.as_fd())?;
+        if programs.contains(&info.prog_id) && !kept.contains(&info.id) {
+            kept.push(info.id);
             found.entry(info.prog_id).or_default().push(link);
         }
     }
@@ -514,7 +524,7 @@ mod tests {
     /// once detached.
     #[test]
     #[ignore = "needs root (BPF programs): run through `cargo xtask test`"]
-    fn a_programs_links_are_found_among_the_hosts_by_its_id() {
+    fn a_programs_links_are_found_among_this_process_descriptors_by_its_id() {
         use aya::programs::RawTracePoint;
         let mut ebpf = aya::Ebpf::load(super::super::EBPF_OBJECT).expect("load the object");
         let program: &mut RawTracePoint = ebpf
@@ -537,18 +547,38 @@ mod tests {
         drop(found);
 
         let mut links = KprobeLinks::default();
-        assert_eq!(links.missed(&[id]).unwrap(), HashMap::from([(id, Some(0))]));
+        // Its link is not a kprobe's: no count, rather than a made-up 0.
+        assert_eq!(links.missed(&[id]).unwrap(), HashMap::from([(id, None)]));
         assert_eq!(links.links(id), Some(1));
         // Asked again: the same link, not looked for again.
-        assert_eq!(links.missed(&[id]).unwrap(), HashMap::from([(id, Some(0))]));
+        links.missed(&[id]).unwrap();
         assert_eq!((links.links(id), links.scans), (Some(1), 1));
-        // Another program: looked for, none found (its count 0); the first one let go.
+        // Another program: looked for, no link found (no count); the first one let go.
         assert_eq!(
             links.missed(&[u32::MAX]).unwrap(),
-            HashMap::from([(u32::MAX, Some(0))])
+            HashMap::from([(u32::MAX, None)])
         );
         assert_eq!((links.links(u32::MAX), links.scans), (Some(0), 2));
         assert_eq!(links.links(id), None);
+        links.let_go();
+        assert_eq!(links.links(u32::MAX), None);
+
+        // With every gap below the highest descriptor filled, a copy made while the listing
+        // was read would have been listed and copied again: the link is kept once.
+        let highest = std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<RawFd>().ok())
+            .max()
+            .unwrap();
+        let fillers: Vec<std::fs::File> = (0..highest)
+            .map_while(|_| {
+                let f = std::fs::File::open("/dev/null").ok()?;
+                (f.as_raw_fd() < highest).then_some(f)
+            })
+            .collect();
+        let found = links_of(&[id]).unwrap();
+        assert_eq!(found.get(&id).map(Vec::len), Some(1), "{found:?}");
+        drop((found, fillers));
 
         program.detach(link).expect("detach");
         assert!(links_of(&[id]).unwrap().is_empty());

@@ -1,7 +1,6 @@
 //! The one place ppscope calls `bpf(2)` itself, for what aya 0.14 does not do: batch lookups
 //! (`batch.rs`), a program's count of skipped runs and its kprobe links' count of dropped hits
-//! (`skipped.rs`). The attribute is
-//! aya-obj's generated `bpf_attr` (the kernel's own layout).
+//! (`skipped.rs`). The attribute is aya-obj's generated `bpf_attr` (the kernel's own layout).
 use std::{io, mem};
 
 use aya_obj::generated::{bpf_attr, bpf_cmd};

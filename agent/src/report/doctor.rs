@@ -270,8 +270,8 @@ fn skipped_runs_line(
             (true, false) if kprobes_or_tracepoints => {
                 "counted for fentry/fexit; for kprobes and tracepoints this kernel's BTF shows no \
              counting (Linux 6.7's), so a kprobe program skipped while another kprobe program \
-             or a BPF map system call holds the CPU may leave its hook's figures short without \
-             a sign"
+             or a BPF map system call holds the CPU, or a kprobe hit the kernel dropped, may \
+             leave its hook's figures short without a sign"
             }
             (true, false) => {
                 "counted by the kernel for fentry/fexit: ppscope_skipped_runs_total and a warning \

@@ -43,6 +43,7 @@ ip netns exec ppa iperf3 -c 198.18.0.2 -t "$SECS" >/tmp/iperf.txt
 # A collection after the traffic.
 sleep 2
 echo "@@kprobe-metrics"; scrape
+echo "@@kprobe-snapshot"; scrape /api/v1/snapshot; echo
 echo "@@kprobe-links-end"; links_held
 echo "@@fentry-metrics"; busybox wget -q -O - http://127.0.0.1:9465/metrics
 

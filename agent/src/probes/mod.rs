@@ -663,6 +663,7 @@ mod tests {
             reasons: reasons.iter().map(|r| r.to_string()).collect(),
             loses: "".into(),
             load: None,
+            lost: None,
         };
         let a = hook(
             "alloc",

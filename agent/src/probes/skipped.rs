@@ -38,7 +38,7 @@ use super::{hooks::HOOKS, Probes};
 use crate::{
     host::btf::KernelBtf,
     model::{since, SkippedRunsCounted},
-    snapshot::Backend,
+    snapshot::{Backend, HookLost},
 };
 
 /// A hook's runs the kernel skipped since its programs were loaded, and the backend serving it.
@@ -306,10 +306,21 @@ impl Probes {
 
     /// Reads the skipped runs, and warns once per hook whose count moved since the first
     /// check.
+    /// Each hook's counts also go into its status (`HookStatus::lost`), so the snapshots and
+    /// reports made after say what the figures lack.
     pub fn check_skipped(&mut self) -> Vec<Skipped> {
         let skipped = self.skipped_runs();
         for warning in self.skip_check.observe(&skipped) {
             log::warn!("{warning}");
+        }
+        for status in &mut self.facts.hooks {
+            status.lost = skipped
+                .iter()
+                .find(|s| status.hook == s.hook)
+                .map(|s| HookLost {
+                    skipped_runs: s.runs,
+                    kprobe_hits_dropped: s.kprobe_missed,
+                });
         }
         skipped
     }

@@ -82,7 +82,16 @@ impl Header {
                 .map_or(0, |d| d.as_millis() as u64),
             interval_ns: interval.as_nanos() as u64,
             coverage: facts.coverage,
-            hooks: facts.hooks.clone(),
+            // What the hooks lost so far is not carried: a replay would show the start's
+            // counts as the run's.
+            hooks: facts
+                .hooks
+                .iter()
+                .map(|h| HookStatus {
+                    lost: None,
+                    ..h.clone()
+                })
+                .collect(),
             drop_reasons: facts.drop_reasons.clone(),
             page_size: Some(facts.page_size),
             detail: facts.detail,
@@ -854,6 +863,37 @@ mod tests {
         ));
         assert_eq!(snap.pools[0].inflight_pages, Some(10));
         assert_eq!(snap.pools[0].inflight_bytes, Some(10 * (64 << 10)));
+    }
+
+    /// What the hooks missed so far is the live run's: a header leaves it out.
+    #[test]
+    fn a_header_carries_the_hooks_but_not_what_they_missed() {
+        use crate::snapshot::{Backend, Group, HookLost};
+        let status = HookStatus {
+            hook: "recycle".into(),
+            group: Group::PagePool,
+            backend: Some(Backend::Kprobe),
+            targets: vec!["page_pool_put_unrefed_netmem".into()],
+            reasons: vec![],
+            loses: "".into(),
+            load: None,
+            lost: Some(HookLost {
+                skipped_runs: 2,
+                kprobe_hits_dropped: Some(9),
+            }),
+        };
+        let facts = SourceFacts {
+            hooks: vec![status.clone()],
+            ..Default::default()
+        };
+        let h = Header::new(&facts, Duration::from_millis(10));
+        assert_eq!(
+            h.hooks,
+            [HookStatus {
+                lost: None,
+                ..status
+            }]
+        );
     }
 
     /// Files written before the header carried the page size still read, with this host's.

@@ -552,13 +552,29 @@ fn coverage(snap: &Snapshot, out: &mut String) {
     if snap.backends.is_empty() {
         out.push_str("<p>No hooks: not a live source.</p>\n");
     } else {
-        out.push_str("<table class=\"hooks\"><tr><th>hook</th><th>served by</th></tr>");
+        out.push_str(
+            "<table class=\"hooks\"><tr><th>hook</th><th>served by</th>\
+             <th>events missed (the kernel's count)</th></tr>",
+        );
         for (name, h) in &snap.backends {
             let by = match h.backend {
                 Some(b) => format!("{b:?}").to_lowercase(),
                 None => format!("none: {}", h.reasons.join("; ")),
             };
-            let _ = write!(out, "<tr><td>{}</td><td>{}</td></tr>", esc(name), esc(&by));
+            // "?" where the kernel counts none for this hook (or the source is a recording).
+            let lost = match (h.backend, h.lost) {
+                (None, _) => String::new(),
+                (Some(_), None) => "?".into(),
+                (Some(_), Some(l)) if !l.any() => "none".into(),
+                (Some(_), Some(l)) => format!("{}: its figures lack up to that many", l.describe()),
+            };
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td class=\"lost\">{}</td></tr>",
+                esc(name),
+                esc(&by),
+                esc(&lost)
+            );
         }
         out.push_str("</table>\n");
     }
@@ -711,6 +727,53 @@ mod tests {
         let html = diagnose(&s);
         assert!(!html.contains("class=\"series napi_full_budget\""));
         assert!(html.contains("? (no hook counts it on this kernel)"));
+    }
+
+    #[test]
+    fn the_hooks_table_says_what_each_hooks_programs_missed() {
+        use crate::snapshot::{Backend, Group, HookLost, HookStatus};
+        let hook = |backend, lost| HookStatus {
+            hook: "h".into(),
+            group: Group::PagePool,
+            backend,
+            targets: vec![],
+            reasons: vec!["no such function".into()],
+            loses: "".into(),
+            load: None,
+            lost,
+        };
+        let mut s = starving();
+        let lost = |runs, hits| {
+            Some(HookLost {
+                skipped_runs: runs,
+                kprobe_hits_dropped: hits,
+            })
+        };
+        s.backends = [
+            ("alloc", hook(Some(Backend::Kprobe), lost(3, Some(40)))),
+            ("recycle", hook(Some(Backend::Fentry), lost(0, None))),
+            ("refill", hook(Some(Backend::Tracepoint), None)),
+            ("slow_path", hook(None, None)),
+        ]
+        .into_iter()
+        .map(|(n, h)| (n.to_string(), h))
+        .collect();
+        let html = diagnose(&s);
+        let cells: Vec<&str> = html
+            .split("<td class=\"lost\">")
+            .skip(1)
+            .map(|c| c.split("</td>").next().unwrap())
+            .collect();
+        assert_eq!(
+            cells,
+            [
+                "the kernel skipped 3 runs of its programs and dropped 40 hits of its kprobes: \
+                 its figures lack up to that many",
+                "none",
+                "?",
+                "",
+            ]
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `diagnose` as text for people.
 use std::fmt::Write;
 
-use crate::snapshot::{health, Latency, PoolView, SiteView, Snapshot, OWN_COST_UNKNOWN};
+use crate::snapshot::{health, HookLost, Latency, PoolView, SiteView, Snapshot, OWN_COST_UNKNOWN};
 
 fn count(n: Option<u64>) -> String {
     match n {
@@ -481,9 +481,15 @@ fn hooks_section(s: &Snapshot, out: &mut String) {
     for (name, h) in &s.backends {
         match &h.backend {
             Some(b) => {
+                let lost = h.lost.filter(HookLost::any).map_or(String::new(), |l| {
+                    format!(
+                        " ({}: its figures lack up to that many events)",
+                        l.describe()
+                    )
+                });
                 let _ = writeln!(
                     out,
-                    "  {name:<15} {:<11} {}",
+                    "  {name:<15} {:<11} {}{lost}",
                     format!("{b:?}").to_lowercase(),
                     h.targets.join(", ")
                 );
@@ -519,6 +525,7 @@ mod tests {
             reasons: vec![],
             loses: "".into(),
             load: None,
+            lost: None,
         };
         let mut s = Snapshot::with_pools(
             "k",
@@ -546,6 +553,58 @@ mod tests {
         assert!(!text(&s).contains("No ring-size advice"));
         s.backends.clear();
         assert_eq!(s.advice_unavailable(), None, "a simulation names no hooks");
+    }
+
+    #[test]
+    fn a_hook_whose_programs_missed_events_says_so() {
+        use crate::snapshot::{Backend, Group, HookStatus};
+        let hook = |lost| HookStatus {
+            hook: "recycle".into(),
+            group: Group::PagePool,
+            backend: Some(Backend::Kprobe),
+            targets: vec!["page_pool_put_unrefed_netmem".into()],
+            reasons: vec![],
+            loses: "".into(),
+            load: None,
+            lost,
+        };
+        let mut s = Snapshot::with_pools("k", 1.0, vec![]);
+        let line = |s: &Snapshot| {
+            text(s)
+                .lines()
+                .find(|l| l.trim_start().starts_with("recycle "))
+                .unwrap()
+                .to_string()
+        };
+        for quiet in [
+            None,
+            Some(HookLost {
+                skipped_runs: 0,
+                kprobe_hits_dropped: Some(0),
+            }),
+        ] {
+            s.backends.insert("recycle".into(), hook(quiet));
+            assert!(
+                line(&s).ends_with("page_pool_put_unrefed_netmem"),
+                "{}",
+                line(&s)
+            );
+        }
+        s.backends.insert(
+            "recycle".into(),
+            hook(Some(HookLost {
+                skipped_runs: 1,
+                kprobe_hits_dropped: Some(2),
+            })),
+        );
+        assert!(
+            line(&s).ends_with(
+                "page_pool_put_unrefed_netmem (the kernel skipped 1 run of its programs and \
+                 dropped 2 hits of its kprobes: its figures lack up to that many events)"
+            ),
+            "{}",
+            line(&s)
+        );
     }
 
     #[test]

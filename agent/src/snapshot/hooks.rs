@@ -43,6 +43,53 @@ pub struct HookStatus {
     /// What attaching it took (None: not tried here, or a recording of an earlier version).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<HookLoad>,
+    /// Events its programs missed since it attached, as the kernel counts them (None: the
+    /// kernel counts none for its programs, not a live source, or a recording, which does
+    /// not carry them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost: Option<HookLost>,
+}
+
+/// Events a hook's programs missed since it attached, as the kernel counts them
+/// (`probes/skipped.rs`): its figures lack up to that many.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct HookLost {
+    /// Runs of its programs the kernel skipped (they would have nested: a kprobe program
+    /// while another kprobe or perf program or a BPF map system call held the CPU).
+    pub skipped_runs: u64,
+    /// Hits of its kprobes the kernel dropped before any program ran (another kprobe's
+    /// handler held the CPU, or a kretprobe's instances were all in use); None off kprobes,
+    /// or where they could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kprobe_hits_dropped: Option<u64>,
+}
+
+impl HookLost {
+    /// Whether anything was lost.
+    pub fn any(&self) -> bool {
+        self.skipped_runs > 0 || self.kprobe_hits_dropped.is_some_and(|d| d > 0)
+    }
+
+    /// What was lost, for people: "the kernel skipped 5 runs of its programs and dropped 40
+    /// hits of its kprobes".
+    pub fn describe(&self) -> String {
+        let plural =
+            |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        let mut parts = Vec::new();
+        if self.skipped_runs > 0 {
+            parts.push(format!(
+                "skipped {} of its programs",
+                plural(self.skipped_runs, "run", "runs")
+            ));
+        }
+        if let Some(dropped) = self.kprobe_hits_dropped.filter(|d| *d > 0) {
+            parts.push(format!(
+                "dropped {} of its kprobes",
+                plural(dropped, "hit", "hits")
+            ));
+        }
+        format!("the kernel {}", parts.join(" and "))
+    }
 }
 
 /// What attaching one hook took at start-up: `doctor` shows it, so that a slow start can be

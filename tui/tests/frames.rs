@@ -167,7 +167,7 @@ fn a_light_source_says_its_detail_and_what_it_left_off() {
                 reasons: vec![reason.into()],
                 loses: "".into(),
                 load: None,
-                lost: None,
+                missed: None,
             },
         );
     }

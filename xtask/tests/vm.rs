@@ -661,7 +661,7 @@ fn vm_kprobe_programs_skipped_under_another_tools_kprobes_are_exported_and_warne
         serde_json::from_str(section(&out.output, "kprobe-snapshot")).expect("snapshot JSON");
     let errors = schema_errors("diagnose.schema.json", &snapshot);
     assert!(errors.is_empty(), "{errors:?}");
-    let dropped = snapshot["backends"]["recycle"]["lost"]["kprobe_hits_dropped"].as_u64();
+    let dropped = snapshot["backends"]["recycle"]["missed"]["kprobe_hits_dropped"].as_u64();
     assert!(
         dropped.is_some_and(|d| d > 0),
         "the snapshot's recycle hook: {}",

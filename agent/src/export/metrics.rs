@@ -715,7 +715,7 @@ mod tests {
             reasons: reason.into_iter().map(str::to_string).collect(),
             loses: "".into(),
             load: None,
-            lost: None,
+            missed: None,
         }
     }
 

@@ -273,7 +273,7 @@ impl SourceFacts {
 /// What a source knows of the kernel it samples, beside the samples themselves: the same for
 /// every sample of a run, and carried in a recording's header so that a replay on another
 /// host reads the numbers as the recorded host meant them. (One part moves: what each hook's
-/// programs missed so far, `HookStatus::lost`, which a live source updates at every check
+/// programs missed so far, `HookStatus::missed`, which a live source updates at every check
 /// and a recording does not carry.)
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SourceFacts {

@@ -116,7 +116,7 @@ fn attach_first_backend(
         reasons: Vec::new(),
         loses: Cow::Borrowed(def.loses),
         load: None,
-        lost: None,
+        missed: None,
     };
     if let Some(module) = def.module {
         let present = def

@@ -523,7 +523,7 @@ pub(super) fn left_off_status(def: &HookDef) -> HookStatus {
         reasons: vec![LEFT_OFF_LIGHT.to_string()],
         loses: Cow::Borrowed(def.loses),
         load: None,
-        lost: None,
+        missed: None,
     }
 }
 

@@ -134,7 +134,8 @@ const PER_POOL_MAPS: [&str; 9] = [
 pub struct Probes {
     ebpf: Ebpf,
     /// The kernel, its page size, the hooks as attached and what they cover, drop-reason
-    /// names from BTF: what every snapshot and recording of this source carries.
+    /// names from BTF: what every snapshot and recording of this source carries (and what
+    /// each hook's programs missed so far, which a recording leaves out: [`skipped`]).
     pub facts: SourceFacts,
     /// The kernel struct fields the programs read, as BTF resolved them (doctor).
     pub fields: Vec<ResolvedField>,
@@ -663,7 +664,7 @@ mod tests {
             reasons: reasons.iter().map(|r| r.to_string()).collect(),
             loses: "".into(),
             load: None,
-            lost: None,
+            missed: None,
         };
         let a = hook(
             "alloc",

@@ -1,7 +1,8 @@
 //! Runs of ppscope's programs the kernel skipped, as the kernel counts them per program
 //! (`bpf_prog_info.recursion_misses`), and hits of its kprobes the kernel did not hand to them,
 //! as it counts them per kprobe (`bpf_link_info.perf_event.kprobe.missed`): exported per hook,
-//! and warned of once per hook.
+//! warned of once per hook, and kept in each hook's status (`HookStatus::missed`) for the
+//! snapshots and reports.
 //!
 //! The kernel does not run a tracing program where it would nest. A kprobe program is skipped
 //! while the CPU's `bpf_prog_active` is held: by another kprobe or perf program, any tool's (a
@@ -38,7 +39,7 @@ use super::{hooks::HOOKS, Probes};
 use crate::{
     host::btf::KernelBtf,
     model::{since, SkippedRunsCounted},
-    snapshot::{Backend, HookLost},
+    snapshot::{Backend, HookMissed, HookStatus},
 };
 
 /// A hook's runs the kernel skipped since its programs were loaded, and the backend serving it.
@@ -305,24 +306,29 @@ impl Probes {
     }
 
     /// Reads the skipped runs, and warns once per hook whose count moved since the first
-    /// check.
-    /// Each hook's counts also go into its status (`HookStatus::lost`), so the snapshots and
-    /// reports made after say what the figures lack.
+    /// check. Each hook's counts also go into its status ([`record_missed`]), so the snapshots
+    /// and reports made after say what the figures lack.
     pub fn check_skipped(&mut self) -> Vec<Skipped> {
         let skipped = self.skipped_runs();
         for warning in self.skip_check.observe(&skipped) {
             log::warn!("{warning}");
         }
-        for status in &mut self.facts.hooks {
-            status.lost = skipped
-                .iter()
-                .find(|s| status.hook == s.hook)
-                .map(|s| HookLost {
-                    skipped_runs: s.runs,
-                    kprobe_hits_dropped: s.kprobe_missed,
-                });
-        }
+        record_missed(&mut self.facts.hooks, &skipped);
         skipped
+    }
+}
+
+/// Writes each hook's counts into its status (`HookStatus::missed`); a hook the check left
+/// out (not attached, or not counted) has none, whatever it had before.
+fn record_missed(hooks: &mut [HookStatus], skipped: &[Skipped]) {
+    for status in hooks {
+        status.missed = skipped
+            .iter()
+            .find(|s| status.hook == s.hook)
+            .map(|s| HookMissed {
+                skipped_runs: s.runs,
+                kprobe_hits_dropped: s.kprobe_missed,
+            });
     }
 }
 
@@ -528,6 +534,44 @@ mod tests {
         check.forget("recycle");
         let w = check.observe(&[recycle(0, Some(3))]);
         assert!(w.is_empty(), "warned of once only: {w:?}");
+    }
+
+    #[test]
+    fn each_hooks_status_says_what_the_last_check_counted_for_it() {
+        use crate::snapshot::Group;
+        let status = |hook: &'static str| HookStatus {
+            hook: hook.into(),
+            group: Group::PagePool,
+            backend: Some(Backend::Kprobe),
+            targets: vec![],
+            reasons: vec![],
+            loses: "".into(),
+            load: None,
+            missed: None,
+        };
+        let mut hooks = vec![status("alloc"), status("recycle")];
+        let recycle = Skipped {
+            kprobe_missed: Some(30),
+            ..skipped("recycle", 2)
+        };
+        record_missed(&mut hooks, &[skipped("alloc", 0), recycle]);
+        assert_eq!(
+            hooks.iter().map(|h| h.missed).collect::<Vec<_>>(),
+            [
+                Some(HookMissed {
+                    skipped_runs: 0,
+                    kprobe_hits_dropped: None
+                }),
+                Some(HookMissed {
+                    skipped_runs: 2,
+                    kprobe_hits_dropped: Some(30)
+                }),
+            ]
+        );
+        // A hook the next check leaves out (its programs' info unreadable) has no count left.
+        record_missed(&mut hooks, &[recycle]);
+        assert_eq!(hooks[0].missed, None);
+        assert!(hooks[1].missed.is_some());
     }
 
     /// This process's links are looked through for a program's (a raw tracepoint's here: the

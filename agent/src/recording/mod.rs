@@ -71,6 +71,18 @@ pub struct Header {
     pub detail: Detail,
 }
 
+/// The hooks as attached, without what they missed so far (a live run's count: a header
+/// written, or read from a file made otherwise, carries none).
+fn without_missed(hooks: &[HookStatus]) -> Vec<HookStatus> {
+    hooks
+        .iter()
+        .map(|h| HookStatus {
+            missed: None,
+            ..h.clone()
+        })
+        .collect()
+}
+
 impl Header {
     /// The header of a recording of `facts`, started now.
     pub fn new(facts: &SourceFacts, interval: Duration) -> Self {
@@ -82,16 +94,9 @@ impl Header {
                 .map_or(0, |d| d.as_millis() as u64),
             interval_ns: interval.as_nanos() as u64,
             coverage: facts.coverage,
-            // What the hooks lost so far is not carried: a replay would show the start's
+            // What the hooks missed so far is not carried: a replay would show the start's
             // counts as the run's.
-            hooks: facts
-                .hooks
-                .iter()
-                .map(|h| HookStatus {
-                    lost: None,
-                    ..h.clone()
-                })
-                .collect(),
+            hooks: without_missed(&facts.hooks),
             drop_reasons: facts.drop_reasons.clone(),
             page_size: Some(facts.page_size),
             detail: facts.detail,
@@ -104,7 +109,7 @@ impl Header {
             kernel: self.kernel.clone(),
             page_size: self.page_size.unwrap_or_else(system::page_size),
             coverage: self.coverage,
-            hooks: self.hooks.clone(),
+            hooks: without_missed(&self.hooks),
             drop_reasons: self.drop_reasons.clone(),
             detail: self.detail,
             // How the recorded programs read memory is not a figure a replay shows.
@@ -868,7 +873,7 @@ mod tests {
     /// What the hooks missed so far is the live run's: a header leaves it out.
     #[test]
     fn a_header_carries_the_hooks_but_not_what_they_missed() {
-        use crate::snapshot::{Backend, Group, HookLost};
+        use crate::snapshot::{Backend, Group, HookMissed};
         let status = HookStatus {
             hook: "recycle".into(),
             group: Group::PagePool,
@@ -877,7 +882,7 @@ mod tests {
             reasons: vec![],
             loses: "".into(),
             load: None,
-            lost: Some(HookLost {
+            missed: Some(HookMissed {
                 skipped_runs: 2,
                 kprobe_hits_dropped: Some(9),
             }),
@@ -890,7 +895,7 @@ mod tests {
         assert_eq!(
             h.hooks,
             [HookStatus {
-                lost: None,
+                missed: None,
                 ..status
             }]
         );

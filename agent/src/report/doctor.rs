@@ -389,7 +389,7 @@ mod tests {
                 .collect(),
             loses: "".into(),
             load: None,
-            lost: None,
+            missed: None,
         }
     }
 

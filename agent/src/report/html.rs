@@ -14,7 +14,8 @@ use crate::{
     snapshot::{
         advice::queues_text,
         health::{self, Health},
-        Advice, DeviceStep, Latency, PoolView, Snapshot, TimelineStep, OWN_COST_UNKNOWN,
+        Advice, DeviceStep, Latency, MissedNote, PoolView, Snapshot, TimelineStep,
+        OWN_COST_UNKNOWN,
     },
     units::{bytes, pct_or_unknown},
 };
@@ -554,29 +555,38 @@ fn coverage(snap: &Snapshot, out: &mut String) {
     } else {
         out.push_str(
             "<table class=\"hooks\"><tr><th>hook</th><th>served by</th>\
-             <th>events missed (the kernel's count)</th></tr>",
+             <th>events missed since it attached (the kernel's count)</th></tr>",
         );
         for (name, h) in &snap.backends {
             let by = match h.backend {
                 Some(b) => format!("{b:?}").to_lowercase(),
                 None => format!("none: {}", h.reasons.join("; ")),
             };
-            // "?" where the kernel counts none for this hook (or the source is a recording).
-            let lost = match (h.backend, h.lost) {
-                (None, _) => String::new(),
-                (Some(_), None) => "?".into(),
-                (Some(_), Some(l)) if !l.any() => "none".into(),
-                (Some(_), Some(l)) => format!("{}: its figures lack up to that many", l.describe()),
+            let missed = match h.missed_note() {
+                MissedNote::NotAttached => String::new(),
+                MissedNote::Unknown => "?".into(),
+                MissedNote::None => "none".into(),
+                MissedNote::Some(what) => format!("{what}: the figures lack up to that many"),
             };
             let _ = write!(
                 out,
-                "<tr><td>{}</td><td>{}</td><td class=\"lost\">{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td class=\"missed\">{}</td></tr>",
                 esc(name),
                 esc(&by),
-                esc(&lost)
+                esc(&missed)
             );
         }
         out.push_str("</table>\n");
+        if snap
+            .backends
+            .values()
+            .any(|h| h.missed_note() == MissedNote::Unknown)
+        {
+            out.push_str(
+                "<p class=\"legend\">?: the kernel counts none for that hook's programs here, \
+                 or this is a replay (a recording does not carry the counts).</p>\n",
+            );
+        }
     }
     match &snap.overhead {
         Some(o) => {
@@ -731,8 +741,8 @@ mod tests {
 
     #[test]
     fn the_hooks_table_says_what_each_hooks_programs_missed() {
-        use crate::snapshot::{Backend, Group, HookLost, HookStatus};
-        let hook = |backend, lost| HookStatus {
+        use crate::snapshot::{Backend, Group, HookMissed, HookStatus};
+        let hook = |backend, missed| HookStatus {
             hook: "h".into(),
             group: Group::PagePool,
             backend,
@@ -740,18 +750,19 @@ mod tests {
             reasons: vec!["no such function".into()],
             loses: "".into(),
             load: None,
-            lost,
+            missed,
         };
         let mut s = starving();
-        let lost = |runs, hits| {
-            Some(HookLost {
+        let missed = |runs, hits| {
+            Some(HookMissed {
                 skipped_runs: runs,
                 kprobe_hits_dropped: hits,
             })
         };
         s.backends = [
-            ("alloc", hook(Some(Backend::Kprobe), lost(3, Some(40)))),
-            ("recycle", hook(Some(Backend::Fentry), lost(0, None))),
+            ("alloc", hook(Some(Backend::Kprobe), missed(3, Some(40)))),
+            ("alloc_frag", hook(Some(Backend::Kprobe), missed(0, None))),
+            ("recycle", hook(Some(Backend::Fentry), missed(0, None))),
             ("refill", hook(Some(Backend::Tracepoint), None)),
             ("slow_path", hook(None, None)),
         ]
@@ -760,7 +771,7 @@ mod tests {
         .collect();
         let html = diagnose(&s);
         let cells: Vec<&str> = html
-            .split("<td class=\"lost\">")
+            .split("<td class=\"missed\">")
             .skip(1)
             .map(|c| c.split("</td>").next().unwrap())
             .collect();
@@ -768,12 +779,24 @@ mod tests {
             cells,
             [
                 "the kernel skipped 3 runs of its programs and dropped 40 hits of its kprobes: \
-                 its figures lack up to that many",
+                 the figures lack up to that many",
+                // On kprobes, a dropped-hit count not read is not taken for none.
+                "the kernel skipped none of its programs&#39; runs; its kprobes&#39; dropped hits \
+                 could not be read: the figures lack up to that many",
                 "none",
                 "?",
                 "",
             ]
         );
+        assert!(html.contains("<p class=\"legend\">?: the kernel counts none"));
+        for h in s.backends.values_mut() {
+            h.missed = h.backend.map(|_| HookMissed {
+                skipped_runs: 0,
+                kprobe_hits_dropped: Some(0),
+            });
+        }
+        // Every hook counted: no "?" to explain (the curve has a legend of its own).
+        assert!(!diagnose(&s).contains("?: the kernel counts none"));
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! `diagnose` as text for people.
 use std::fmt::Write;
 
-use crate::snapshot::{health, HookLost, Latency, PoolView, SiteView, Snapshot, OWN_COST_UNKNOWN};
+use crate::snapshot::{
+    health, Latency, MissedNote, PoolView, SiteView, Snapshot, OWN_COST_UNKNOWN,
+};
 
 fn count(n: Option<u64>) -> String {
     match n {
@@ -481,12 +483,12 @@ fn hooks_section(s: &Snapshot, out: &mut String) {
     for (name, h) in &s.backends {
         match &h.backend {
             Some(b) => {
-                let lost = h.lost.filter(HookLost::any).map_or(String::new(), |l| {
-                    format!(
-                        " ({}: its figures lack up to that many events)",
-                        l.describe()
-                    )
-                });
+                let lost = match h.missed_note() {
+                    MissedNote::Some(what) => format!(
+                        " (since it attached, {what}: the figures lack up to that many events)"
+                    ),
+                    _ => String::new(),
+                };
                 let _ = writeln!(
                     out,
                     "  {name:<15} {:<11} {}{lost}",
@@ -525,7 +527,7 @@ mod tests {
             reasons: vec![],
             loses: "".into(),
             load: None,
-            lost: None,
+            missed: None,
         };
         let mut s = Snapshot::with_pools(
             "k",
@@ -557,8 +559,8 @@ mod tests {
 
     #[test]
     fn a_hook_whose_programs_missed_events_says_so() {
-        use crate::snapshot::{Backend, Group, HookStatus};
-        let hook = |lost| HookStatus {
+        use crate::snapshot::{Backend, Group, HookMissed, HookStatus};
+        let hook = |missed| HookStatus {
             hook: "recycle".into(),
             group: Group::PagePool,
             backend: Some(Backend::Kprobe),
@@ -566,7 +568,7 @@ mod tests {
             reasons: vec![],
             loses: "".into(),
             load: None,
-            lost,
+            missed,
         };
         let mut s = Snapshot::with_pools("k", 1.0, vec![]);
         let line = |s: &Snapshot| {
@@ -578,7 +580,7 @@ mod tests {
         };
         for quiet in [
             None,
-            Some(HookLost {
+            Some(HookMissed {
                 skipped_runs: 0,
                 kprobe_hits_dropped: Some(0),
             }),
@@ -592,15 +594,16 @@ mod tests {
         }
         s.backends.insert(
             "recycle".into(),
-            hook(Some(HookLost {
+            hook(Some(HookMissed {
                 skipped_runs: 1,
                 kprobe_hits_dropped: Some(2),
             })),
         );
         assert!(
             line(&s).ends_with(
-                "page_pool_put_unrefed_netmem (the kernel skipped 1 run of its programs and \
-                 dropped 2 hits of its kprobes: its figures lack up to that many events)"
+                "page_pool_put_unrefed_netmem (since it attached, the kernel skipped 1 run of its \
+                 programs and dropped 2 hits of its kprobes: the figures lack up to that many \
+                 events)"
             ),
             "{}",
             line(&s)

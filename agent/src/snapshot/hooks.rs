@@ -43,17 +43,18 @@ pub struct HookStatus {
     /// What attaching it took (None: not tried here, or a recording of an earlier version).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<HookLoad>,
-    /// Events its programs missed since it attached, as the kernel counts them (None: the
-    /// kernel counts none for its programs, not a live source, or a recording, which does
-    /// not carry them).
+    /// Events its programs missed since it attached (not only in the window shown), as the
+    /// kernel counts them at the source's last check. None: not attached, the kernel counts
+    /// none for its programs, their info could not be read, not checked yet (`doctor`), or a
+    /// recording, which does not carry them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lost: Option<HookLost>,
+    pub missed: Option<HookMissed>,
 }
 
 /// Events a hook's programs missed since it attached, as the kernel counts them
-/// (`probes/skipped.rs`): its figures lack up to that many.
+/// (`probes/skipped.rs`): the figures of any window since lack up to that many.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct HookLost {
+pub struct HookMissed {
     /// Runs of its programs the kernel skipped (they would have nested: a kprobe program
     /// while another kprobe or perf program or a BPF map system call held the CPU).
     pub skipped_runs: u64,
@@ -64,14 +65,54 @@ pub struct HookLost {
     pub kprobe_hits_dropped: Option<u64>,
 }
 
-impl HookLost {
-    /// Whether anything was lost.
+/// What a report says of a hook's missed events ([`HookStatus::missed_note`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MissedNote {
+    /// Not attached: nothing to say.
+    NotAttached,
+    /// Attached, and the kernel's counts are not known here ("?").
+    Unknown,
+    /// Counted, none missed.
+    None,
+    /// Counted, some missed (or a kprobe's count unread): what, for people.
+    Some(String),
+}
+
+impl HookStatus {
+    /// What a report says of the events this hook's programs missed: counted ones as
+    /// [`HookMissed::describe`] says them, and on kprobes a dropped-hit count that could not be
+    /// read said so rather than taken for none.
+    pub fn missed_note(&self) -> MissedNote {
+        let (Some(backend), Some(m)) = (self.backend, self.missed) else {
+            return match self.backend {
+                None => MissedNote::NotAttached,
+                Some(_) => MissedNote::Unknown,
+            };
+        };
+        let hits_unread = backend == Backend::Kprobe && m.kprobe_hits_dropped.is_none();
+        match (m.any(), hits_unread) {
+            (false, false) => MissedNote::None,
+            (true, false) => MissedNote::Some(m.describe()),
+            (any, true) => MissedNote::Some(format!(
+                "{}; its kprobes' dropped hits could not be read",
+                if any {
+                    m.describe()
+                } else {
+                    "the kernel skipped none of its programs' runs".into()
+                }
+            )),
+        }
+    }
+}
+
+impl HookMissed {
+    /// Whether anything was missed.
     pub fn any(&self) -> bool {
         self.skipped_runs > 0 || self.kprobe_hits_dropped.is_some_and(|d| d > 0)
     }
 
-    /// What was lost, for people: "the kernel skipped 5 runs of its programs and dropped 40
-    /// hits of its kprobes".
+    /// What was missed, for people: "the kernel skipped 5 runs of its programs and dropped 40
+    /// hits of its kprobes" (only where [`Self::any`]).
     pub fn describe(&self) -> String {
         let plural =
             |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });

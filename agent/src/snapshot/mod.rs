@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 pub mod health;
 mod hooks;
 pub use hooks::{
-    Backend, Detail, Group, HookLoad, HookLost, HookStatus, ProfileBasis, LEFT_OFF_LIGHT,
-    MODULE_NOT_LOADED,
+    Backend, Detail, Group, HookLoad, HookMissed, HookStatus, MissedNote, ProfileBasis,
+    LEFT_OFF_LIGHT, MODULE_NOT_LOADED,
 };
 mod netlink;
 pub use netlink::{NetlinkPoolStats, NetlinkPoolView, NetlinkSourceView};

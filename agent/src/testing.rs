@@ -10,7 +10,27 @@ use ppscope_common::{PoolCounters, PoolIdentity};
 use crate::{
     model::{Coverage, RawPool, RawSample, SourceFacts},
     recording,
+    snapshot::{Backend, Group, HookMissed, HookStatus},
 };
+
+/// A page_pool hook's status, served by `backend` (None: not attached), with what its
+/// programs `missed`, and nothing else known.
+pub fn hook_status(
+    hook: &'static str,
+    backend: Option<Backend>,
+    missed: Option<HookMissed>,
+) -> HookStatus {
+    HookStatus {
+        hook: hook.into(),
+        group: Group::PagePool,
+        backend,
+        targets: vec![],
+        reasons: vec![],
+        loses: "".into(),
+        load: None,
+        missed,
+    }
+}
 
 /// The facts of a source on a kernel called `kernel` with 4 KiB pages, no hooks and no drop
 /// reasons, whose counters `coverage` feeds.

@@ -538,17 +538,8 @@ mod tests {
 
     #[test]
     fn each_hooks_status_says_what_the_last_check_counted_for_it() {
-        use crate::snapshot::Group;
-        let status = |hook: &'static str| HookStatus {
-            hook: hook.into(),
-            group: Group::PagePool,
-            backend: Some(Backend::Kprobe),
-            targets: vec![],
-            reasons: vec![],
-            loses: "".into(),
-            load: None,
-            missed: None,
-        };
+        let status =
+            |hook: &'static str| crate::testing::hook_status(hook, Some(Backend::Kprobe), None);
         let mut hooks = vec![status("alloc"), status("recycle")];
         let recycle = Skipped {
             kprobe_missed: Some(30),

@@ -873,19 +873,17 @@ mod tests {
     /// What the hooks missed so far is the live run's: a header leaves it out.
     #[test]
     fn a_header_carries_the_hooks_but_not_what_they_missed() {
-        use crate::snapshot::{Backend, Group, HookMissed};
+        use crate::snapshot::{Backend, HookMissed};
         let status = HookStatus {
-            hook: "recycle".into(),
-            group: Group::PagePool,
-            backend: Some(Backend::Kprobe),
             targets: vec!["page_pool_put_unrefed_netmem".into()],
-            reasons: vec![],
-            loses: "".into(),
-            load: None,
-            missed: Some(HookMissed {
-                skipped_runs: 2,
-                kprobe_hits_dropped: Some(9),
-            }),
+            ..crate::testing::hook_status(
+                "recycle",
+                Some(Backend::Kprobe),
+                Some(HookMissed {
+                    skipped_runs: 2,
+                    kprobe_hits_dropped: Some(9),
+                }),
+            )
         };
         let facts = SourceFacts {
             hooks: vec![status.clone()],

@@ -741,16 +741,10 @@ mod tests {
 
     #[test]
     fn the_hooks_table_says_what_each_hooks_programs_missed() {
-        use crate::snapshot::{Backend, Group, HookMissed, HookStatus};
+        use crate::snapshot::{Backend, HookMissed, HookStatus};
         let hook = |backend, missed| HookStatus {
-            hook: "h".into(),
-            group: Group::PagePool,
-            backend,
-            targets: vec![],
             reasons: vec!["no such function".into()],
-            loses: "".into(),
-            load: None,
-            missed,
+            ..crate::testing::hook_status("h", backend, missed)
         };
         let mut s = starving();
         let missed = |runs, hits| {

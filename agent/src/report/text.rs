@@ -518,16 +518,9 @@ mod tests {
 
     #[test]
     fn a_kernel_that_cannot_be_advised_is_said_up_front() {
-        use crate::snapshot::{Backend, Group, HookStatus};
-        let hook = |name: &str, backend: Option<Backend>| HookStatus {
-            hook: name.to_string().into(),
-            group: Group::PagePool,
-            backend,
-            targets: vec![],
-            reasons: vec![],
-            loses: "".into(),
-            load: None,
-            missed: None,
+        use crate::snapshot::Backend;
+        let hook = |name: &'static str, backend: Option<Backend>| {
+            crate::testing::hook_status(name, backend, None)
         };
         let mut s = Snapshot::with_pools(
             "k",
@@ -559,16 +552,10 @@ mod tests {
 
     #[test]
     fn a_hook_whose_programs_missed_events_says_so() {
-        use crate::snapshot::{Backend, Group, HookMissed, HookStatus};
+        use crate::snapshot::{Backend, HookMissed, HookStatus};
         let hook = |missed| HookStatus {
-            hook: "recycle".into(),
-            group: Group::PagePool,
-            backend: Some(Backend::Kprobe),
             targets: vec!["page_pool_put_unrefed_netmem".into()],
-            reasons: vec![],
-            loses: "".into(),
-            load: None,
-            missed,
+            ..crate::testing::hook_status("recycle", Some(Backend::Kprobe), missed)
         };
         let mut s = Snapshot::with_pools("k", 1.0, vec![]);
         let line = |s: &Snapshot| {

@@ -566,7 +566,7 @@ fn coverage(snap: &Snapshot, out: &mut String) {
                 MissedNote::NotAttached => String::new(),
                 MissedNote::Unknown => "?".into(),
                 MissedNote::None => "none".into(),
-                MissedNote::Some(what) => format!("{what}: the figures lack up to that many"),
+                MissedNote::Some(what) => what,
             };
             let _ = write!(
                 out,
@@ -773,10 +773,10 @@ mod tests {
             cells,
             [
                 "the kernel skipped 3 runs of its programs and dropped 40 hits of its kprobes: \
-                 the figures lack up to that many",
+                 the figures lack up to that many events",
                 // On kprobes, a dropped-hit count not read is not taken for none.
-                "the kernel skipped none of its programs&#39; runs; its kprobes&#39; dropped hits \
-                 could not be read: the figures lack up to that many",
+                "the kernel skipped no run of its programs, but its kprobes&#39; dropped hits \
+                 could not be read: the figures may lack events",
                 "none",
                 "?",
                 "",

@@ -484,9 +484,7 @@ fn hooks_section(s: &Snapshot, out: &mut String) {
         match &h.backend {
             Some(b) => {
                 let lost = match h.missed_note() {
-                    MissedNote::Some(what) => format!(
-                        " (since it attached, {what}: the figures lack up to that many events)"
-                    ),
+                    MissedNote::Some(what) => format!(" (since it attached, {what})"),
                     _ => String::new(),
                 };
                 let _ = writeln!(

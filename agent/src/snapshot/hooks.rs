@@ -74,7 +74,8 @@ pub enum MissedNote {
     Unknown,
     /// Counted, none missed.
     None,
-    /// Counted, some missed (or a kprobe's count unread): what, for people.
+    /// Counted, some missed (or a kprobe's count unread): what, and what it means for the
+    /// figures, for people.
     Some(String),
 }
 
@@ -90,17 +91,19 @@ impl HookStatus {
             };
         };
         let hits_unread = backend == Backend::Kprobe && m.kprobe_hits_dropped.is_none();
+        let lack = "the figures lack up to that many events";
         match (m.any(), hits_unread) {
             (false, false) => MissedNote::None,
-            (true, false) => MissedNote::Some(m.describe()),
-            (any, true) => MissedNote::Some(format!(
-                "{}; its kprobes' dropped hits could not be read",
-                if any {
-                    m.describe()
-                } else {
-                    "the kernel skipped none of its programs' runs".into()
-                }
+            (true, false) => MissedNote::Some(format!("{}: {lack}", m.describe())),
+            (true, true) => MissedNote::Some(format!(
+                "{}, and its kprobes' dropped hits could not be read: {lack}, or more",
+                m.describe()
             )),
+            (false, true) => MissedNote::Some(
+                "the kernel skipped no run of its programs, but its kprobes' dropped hits could \
+                 not be read: the figures may lack events"
+                    .into(),
+            ),
         }
     }
 }
@@ -222,5 +225,48 @@ impl ProfileBasis {
         } else {
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_hook_missed_is_said_with_what_it_means_for_the_figures() {
+        let note = |backend, skipped_runs, kprobe_hits_dropped| {
+            crate::testing::hook_status(
+                "recycle",
+                backend,
+                Some(HookMissed {
+                    skipped_runs,
+                    kprobe_hits_dropped,
+                }),
+            )
+            .missed_note()
+        };
+        let kprobe = Some(Backend::Kprobe);
+        assert_eq!(note(kprobe, 0, Some(0)), MissedNote::None);
+        assert_eq!(
+            note(kprobe, 1, Some(0)),
+            MissedNote::Some(
+                "the kernel skipped 1 run of its programs: the figures lack up to that many \
+                 events"
+                    .into()
+            )
+        );
+        assert_eq!(
+            note(kprobe, 2, None),
+            MissedNote::Some(
+                "the kernel skipped 2 runs of its programs, and its kprobes' dropped hits could \
+                 not be read: the figures lack up to that many events, or more"
+                    .into()
+            )
+        );
+        // Off kprobes there is no dropped-hit count to miss.
+        assert_eq!(note(Some(Backend::Fentry), 0, None), MissedNote::None);
+        assert_eq!(note(None, 5, None), MissedNote::NotAttached);
+        let unknown = crate::testing::hook_status("recycle", kprobe, None);
+        assert_eq!(unknown.missed_note(), MissedNote::Unknown);
     }
 }

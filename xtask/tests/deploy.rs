@@ -547,6 +547,8 @@ fn grafana_dashboard() {
         ("NAPI full-budget", "ppscope_napi_full_budget_polls_total"),
         ("Drops by reason", "ppscope_drops_total"),
         ("BPF cost", "ppscope_bpf_run_seconds_total"),
+        ("Events ppscope missed", "ppscope_skipped_runs_total"),
+        ("Events ppscope missed", "ppscope_kprobe_missed_total"),
     ];
     for (title, needle) in required {
         assert!(

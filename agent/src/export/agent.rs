@@ -146,14 +146,12 @@ pub async fn run(
             map_evictions,
             unmatched_returns,
             recycle_pair_lost,
-            skipped_runs,
         } = collection;
         stats.map_entries = map_entries;
         stats.map_capacity = map_capacity;
         stats.map_evictions = map_evictions;
         stats.unmatched_returns = unmatched_returns;
         stats.recycle_pair_lost = recycle_pair_lost;
-        stats.skipped_runs = skipped_runs;
         stats.collections += 1;
         stats.last_collection_seconds = started.elapsed().as_secs_f64();
         let at = Instant::now();

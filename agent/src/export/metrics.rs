@@ -17,10 +17,10 @@ use prometheus_client::{
     registry::Registry,
 };
 
-use crate::probes::{Skipped, Unmatched};
+use crate::probes::Unmatched;
 use crate::snapshot::{
     health::{self, Basis},
-    DeviceView, Latency, NapiView, OverheadView, PoolView, Snapshot,
+    DeviceView, HookMissed, Latency, NapiView, OverheadView, PoolView, Snapshot,
 };
 
 /// What the agent knows about itself, for the self-metrics.
@@ -42,8 +42,6 @@ pub struct SelfStats {
     pub unmatched_returns: Vec<Unmatched>,
     /// Whether the kprobe recycle pair lost more of its calls than it counted.
     pub recycle_pair_lost: bool,
-    /// Per attached hook whose programs' skipped runs the kernel counts: those runs.
-    pub skipped_runs: Vec<Skipped>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -172,10 +170,18 @@ enum Series {
     Agent(fn(&SelfStats, &Exported) -> f64),
     /// Per attached hook with an entry/exit pair (`hook` label).
     UnmatchedReturns,
-    /// Per hook the kernel counts skipped runs for.
+    /// Per hook the kernel counts skipped runs for (`HookStatus::missed`).
     SkippedRuns,
-    /// Per hook on kprobes whose kprobes' dropped hits were read.
+    /// Per hook on kprobes whose kprobes' dropped hits were read (`HookStatus::missed`).
     KprobeMissed,
+}
+
+/// The hooks whose programs' missed events the source's last check counted, from their
+/// status in the snapshot (what the reports show too).
+fn hooks_missed(snap: &Snapshot) -> impl Iterator<Item = (&str, &HookMissed)> {
+    snap.backends
+        .iter()
+        .filter_map(|(hook, status)| Some((hook.as_str(), status.missed.as_ref()?)))
 }
 
 /// What this rendering exported, for the agent's own families.
@@ -644,14 +650,14 @@ impl Collector for Exposition {
                     }
                 }
                 Series::SkippedRuns => {
-                    for s in &me.skipped_runs {
-                        f.sample(&vec![("hook", s.hook)], s.runs as f64)?;
+                    for (hook, m) in hooks_missed(snap) {
+                        f.sample(&vec![("hook", hook)], m.skipped_runs as f64)?;
                     }
                 }
                 Series::KprobeMissed => {
-                    for s in &me.skipped_runs {
-                        if let Some(missed) = s.kprobe_missed {
-                            f.sample(&vec![("hook", s.hook)], missed as f64)?;
+                    for (hook, m) in hooks_missed(snap) {
+                        if let Some(dropped) = m.kprobe_hits_dropped {
+                            f.sample(&vec![("hook", hook)], dropped as f64)?;
                         }
                     }
                 }
@@ -1046,29 +1052,29 @@ mod tests {
 
     #[test]
     fn skipped_runs_are_a_counter_per_hook_the_kernel_counts_and_absent_for_others() {
-        let me = SelfStats {
-            skipped_runs: vec![
-                Skipped {
-                    hook: "page_release",
-                    backend: crate::snapshot::Backend::Tracepoint,
-                    runs: 12,
-                    kprobe_missed: None,
-                },
-                Skipped {
-                    hook: "alloc",
-                    backend: crate::snapshot::Backend::Kprobe,
-                    runs: 3,
-                    kprobe_missed: Some(40),
-                },
-            ],
-            ..Default::default()
+        use crate::{snapshot::Backend, testing::hook_status};
+        let missed = |skipped_runs, kprobe_hits_dropped| {
+            Some(HookMissed {
+                skipped_runs,
+                kprobe_hits_dropped,
+            })
         };
-        let (t, _) = render(&Arc::new(snap()), &snap(), &me, Format::Prometheus, 100);
+        let mut s = snap();
+        for status in [
+            hook_status("page_release", Some(Backend::Tracepoint), missed(12, None)),
+            hook_status("alloc", Some(Backend::Kprobe), missed(3, Some(40))),
+            // Attached, but the kernel counts nothing for it (or its info was not read).
+            hook_status("refill", Some(Backend::Fentry), None),
+        ] {
+            s.backends.insert(status.hook.to_string(), status);
+        }
+        let s = Arc::new(s);
+        let (t, _) = render(&s, &s, &SelfStats::default(), Format::Prometheus, 100);
         assert_eq!(
             lines(&t, "ppscope_skipped_runs_total"),
             [
-                r#"ppscope_skipped_runs_total{hook="page_release"} 12"#,
-                r#"ppscope_skipped_runs_total{hook="alloc"} 3"#
+                r#"ppscope_skipped_runs_total{hook="alloc"} 3"#,
+                r#"ppscope_skipped_runs_total{hook="page_release"} 12"#
             ]
         );
         assert!(
@@ -1084,7 +1090,7 @@ mod tests {
             t.contains("# TYPE ppscope_kprobe_missed_total counter"),
             "{t}"
         );
-        // A hook the kernel does not count for is not in the list: no guessed 0.
+        // Hooks whose status carries no count have no series: no guessed 0.
         let (t, _) = render(
             &Arc::new(snap()),
             &snap(),

@@ -55,7 +55,6 @@ use hooks::{programs_of, HOOKS};
 use kept::KeptRecords;
 use kept_devices::KeptDevices;
 use modules::{hooked_modules, loaded_modules, module_generation, ModuleGeneration};
-pub use skipped::Skipped;
 pub use unmatched::Unmatched;
 
 use crate::{

@@ -44,14 +44,14 @@ use crate::{
 
 /// A hook's runs the kernel skipped since its programs were loaded, and the backend serving it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Skipped {
-    pub hook: &'static str,
-    pub backend: Backend,
-    pub runs: u64,
+struct Skipped {
+    hook: &'static str,
+    backend: Backend,
+    runs: u64,
     /// Hits of the hook's kprobes (returns, for a kretprobe) the kernel dropped before any
     /// program ran, since they were attached: None unless the hook is on kprobes, the kernel
     /// counts them (`SkippedRunsCounted::kprobes_and_tracepoints`) and its links were read.
-    pub kprobe_missed: Option<u64>,
+    kprobe_missed: Option<u64>,
 }
 
 /// Which programs' skipped runs this kernel counts, found in its BTF.
@@ -245,7 +245,7 @@ impl Probes {
     /// since load (one `BPF_OBJ_GET_INFO_BY_FD` per loaded program) and, on kprobes, its
     /// kprobes' dropped hits (one per link, [`KprobeLinks`]). A program whose info cannot be
     /// read leaves its hook out; links that cannot be read leave its kprobes' count out.
-    pub fn skipped_runs(&mut self) -> Vec<Skipped> {
+    fn skipped_runs(&mut self) -> Vec<Skipped> {
         let mut found = Vec::new();
         for def in HOOKS {
             let Some(backend) = self
@@ -306,15 +306,14 @@ impl Probes {
     }
 
     /// Reads the skipped runs, and warns once per hook whose count moved since the first
-    /// check. Each hook's counts also go into its status ([`record_missed`]), so the snapshots
-    /// and reports made after say what the figures lack.
-    pub fn check_skipped(&mut self) -> Vec<Skipped> {
+    /// check. Each hook's counts go into its status ([`record_missed`]), so the snapshots,
+    /// reports and /metrics made after say what the figures lack.
+    pub fn check_skipped(&mut self) {
         let skipped = self.skipped_runs();
         for warning in self.skip_check.observe(&skipped) {
             log::warn!("{warning}");
         }
         record_missed(&mut self.facts.hooks, &skipped);
-        skipped
     }
 }
 

@@ -15,7 +15,7 @@ use crate::{
     host::{ethtool, netlink::NetlinkSample},
     model::{self, c_name, RawSample, SourceFacts},
     pipeline::{self, AdviceFrom, Window},
-    probes::{Probes, Skipped, Unmatched},
+    probes::{Probes, Unmatched},
     snapshot::{Advice, Detail, HookStatus, PoolKey, Snapshot},
 };
 
@@ -136,9 +136,6 @@ pub struct Collection {
     pub unmatched_returns: Vec<Unmatched>,
     /// Whether the recycle pair lost more of its calls than it counted (warned of once).
     pub recycle_pair_lost: bool,
-    /// Per attached hook whose programs' skipped runs the kernel counts: those runs (since
-    /// the start).
-    pub skipped_runs: Vec<Skipped>,
 }
 
 impl LiveSource {
@@ -182,7 +179,9 @@ impl LiveSource {
             self.module_note = Some(change);
         }
         let cur = Arc::new(self.probes.sample()?);
-        let (unmatched_returns, skipped_runs) = check_losses(&mut self.probes, &self.prev, &cur);
+        // Before the facts are cloned below: each hook's status carries what its programs
+        // missed at this check (the reports and /metrics read it there).
+        let unmatched_returns = check_losses(&mut self.probes, &self.prev, &cur);
         let netlink_now = Arc::new(NetlinkSample::read());
         let facts = &self.probes.facts;
         let target = crate::advice::DEFAULT_TARGET;
@@ -221,7 +220,6 @@ impl LiveSource {
             map_evictions,
             unmatched_returns,
             recycle_pair_lost: self.probes.recycle_pair_lost(),
-            skipped_runs,
         })
     }
 }
@@ -250,17 +248,15 @@ impl Source for LiveSource {
 
 /// What the probes lost between two samples, each warned of once as it shows: returns that
 /// found another call's frame ([`Probes::check_unmatched`]; a failed read is logged and loses
-/// nothing else: none) and runs the kernel skipped ([`Probes::check_skipped`]).
-fn check_losses(
-    probes: &mut Probes,
-    earlier: &RawSample,
-    now: &RawSample,
-) -> (Vec<Unmatched>, Vec<Skipped>) {
+/// nothing else: none), returned, and events the kernel says the programs missed
+/// ([`Probes::check_skipped`]), written into the hooks' status.
+fn check_losses(probes: &mut Probes, earlier: &RawSample, now: &RawSample) -> Vec<Unmatched> {
     let unmatched = probes.check_unmatched(earlier, now).unwrap_or_else(|e| {
         log::warn!("returns that found another call's frame not read: {e:#}");
         Vec::new()
     });
-    (unmatched, probes.check_skipped())
+    probes.check_skipped();
+    unmatched
 }
 
 /// Samples the probes from now on, every `step`, until `duration` has passed or `wait` (which

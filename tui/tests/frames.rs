@@ -144,7 +144,7 @@ fn a_destroyed_pool_says_so_in_its_detail() {
 /// from missing ones.
 #[test]
 fn a_light_source_says_its_detail_and_what_it_left_off() {
-    use ppscope::snapshot::{Backend, Detail, Group, HookStatus, LEFT_OFF_LIGHT};
+    use ppscope::snapshot::{Backend, Detail, HookStatus, LEFT_OFF_LIGHT};
     let mut p = pool(0xffff_8880_0000_1000, "eth0", 0, 900_000, 40, 0);
     p.alloc.cache = None;
     p.alloc.total = None;
@@ -160,14 +160,8 @@ fn a_light_source_says_its_detail_and_what_it_left_off() {
         s.backends.insert(
             name.into(),
             HookStatus {
-                hook: name.into(),
-                group: Group::PagePool,
-                backend,
-                targets: vec![],
                 reasons: vec![reason.into()],
-                loses: "".into(),
-                load: None,
-                missed: None,
+                ..ppscope::testing::hook_status(name, backend, None)
             },
         );
     }

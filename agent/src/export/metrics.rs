@@ -708,20 +708,15 @@ mod tests {
 
     /// A hook as attached (`backend`) or not (`reason`).
     fn hook(
-        name: &str,
+        name: &'static str,
         group: crate::snapshot::Group,
         backend: Option<crate::snapshot::Backend>,
         reason: Option<&str>,
     ) -> crate::snapshot::HookStatus {
         crate::snapshot::HookStatus {
-            hook: name.to_string().into(),
             group,
-            backend,
-            targets: vec![],
             reasons: reason.into_iter().map(str::to_string).collect(),
-            loses: "".into(),
-            load: None,
-            missed: None,
+            ..crate::testing::hook_status(name, backend, None)
         }
     }
 

@@ -654,16 +654,10 @@ mod tests {
 
     #[test]
     fn missing_hooks_are_named_and_each_cause_said_once() {
-        use crate::snapshot::{Group, HookStatus};
+        use crate::snapshot::HookStatus;
         let hook = |name: &'static str, reasons: &[&str]| HookStatus {
-            hook: name.into(),
-            group: Group::PagePool,
-            backend: None,
-            targets: vec![],
             reasons: reasons.iter().map(|r| r.to_string()).collect(),
-            loses: "".into(),
-            load: None,
-            missed: None,
+            ..crate::testing::hook_status(name, None, None)
         };
         let a = hook(
             "alloc",

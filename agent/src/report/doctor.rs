@@ -373,23 +373,17 @@ mod tests {
     use super::*;
     use crate::{
         model::Coverage,
-        snapshot::{Detail, Group, HookStatus, LEFT_OFF_LIGHT},
+        snapshot::{Detail, HookStatus, LEFT_OFF_LIGHT},
         testing,
     };
 
     fn hook(name: &'static str, backend: Option<Backend>, reason: &str) -> HookStatus {
         HookStatus {
-            hook: name.into(),
-            group: Group::PagePool,
-            backend,
-            targets: vec![],
             reasons: (!reason.is_empty())
                 .then(|| reason.into())
                 .into_iter()
                 .collect(),
-            loses: "".into(),
-            load: None,
-            missed: None,
+            ..testing::hook_status(name, backend, None)
         }
     }
 

@@ -35,16 +35,7 @@ impl Drop for Dir {
 /// 3 s at 10 ms of one veth pool whose ring of 256 is overrun every 100 ms: the slow path
 /// and ring-full returns come in bursts, and the advice grows the ring.
 fn starving_recording(path: &Path) {
-    let coverage = Coverage {
-        alloc: true,
-        refill: true,
-        slow: true,
-        recycle: true,
-        hold: true,
-        release: true,
-        cache_layout: true,
-        ..Coverage::default()
-    };
+    let coverage = Coverage::per_page();
     let mut id = testing::identity("veth1");
     id.driver[..4].copy_from_slice(b"veth");
     id.pool_size = 256;

@@ -377,16 +377,7 @@ fn replayed_app() -> App {
     let dir = std::path::PathBuf::from("/tmp/ppscope-tui-replay");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("veth.ppr");
-    let coverage = Coverage {
-        alloc: true,
-        refill: true,
-        slow: true,
-        recycle: true,
-        hold: true,
-        release: true,
-        cache_layout: true,
-        ..Coverage::default()
-    };
+    let coverage = Coverage::per_page();
     let mut id = testing::identity("veth1");
     id.driver[..4].copy_from_slice(b"veth");
     id.pool_size = 256;

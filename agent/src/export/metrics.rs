@@ -687,16 +687,7 @@ mod tests {
         };
         c.slow_hist[10] = 2; // [1024, 2048) ns
         c.slow_hist[12] = 1; // [4096, 8192) ns
-        let cov = Coverage {
-            alloc: true,
-            refill: true,
-            slow: true,
-            recycle: true,
-            release: true,
-            hold: true,
-            cache_layout: true,
-            ..Default::default()
-        };
+        let cov = Coverage::per_page();
         let mut id = PoolIdentity::EMPTY;
         id.ifname[..7].copy_from_slice(b"ve\"th\\1");
         id.netlink_id = 7;

@@ -38,6 +38,22 @@ pub struct Coverage {
 }
 
 impl Coverage {
+    /// The page_pool hooks that count every page (`--detail full`, every per-page hook
+    /// attached, the alloc cache's layout known): a pool's whole split and a burst profile of
+    /// pages. No driver, devmem or NAPI hooks.
+    pub fn per_page() -> Self {
+        Self {
+            alloc: true,
+            refill: true,
+            slow: true,
+            recycle: true,
+            hold: true,
+            release: true,
+            cache_layout: true,
+            ..Self::default()
+        }
+    }
+
     /// What a burst profile can be made of with these hooks (the one rule:
     /// [`ProfileBasis::from_hooks`]).
     pub fn profile_basis(&self) -> Option<ProfileBasis> {

@@ -119,17 +119,10 @@ impl SimSource {
 
     fn coverage(provider: bool) -> Coverage {
         Coverage {
-            alloc: true,
-            refill: true,
-            slow: true,
-            recycle: true,
-            hold: true,
-            release: true,
-            cache_layout: true,
             provider_alloc: provider,
             dontneed: provider,
             devmem_free: provider,
-            ..Coverage::default()
+            ..Coverage::per_page()
         }
     }
 }

@@ -110,13 +110,13 @@ impl HookStatus {
 
 impl HookMissed {
     /// Whether anything was missed.
-    pub fn any(&self) -> bool {
+    fn any(&self) -> bool {
         self.skipped_runs > 0 || self.kprobe_hits_dropped.is_some_and(|d| d > 0)
     }
 
     /// What was missed, for people: "the kernel skipped 5 runs of its programs and dropped 40
     /// hits of its kprobes" (only where [`Self::any`]).
-    pub fn describe(&self) -> String {
+    fn describe(&self) -> String {
         let plural =
             |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
         let mut parts = Vec::new();

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::{free_tcp_port, metric_series, metric_sum, run, Prometheus, VethLab, PPSCOPE};
+use common::{metric_series, metric_sum, run, AgentProc, Prometheus, VethLab, PPSCOPE};
 
 /// Starts `ppscope diagnose` and returns once it says it is watching.
 fn start_diagnose(args: &[&str]) -> Child {
@@ -856,15 +856,6 @@ fn our_programs_loaded() -> usize {
 }
 
 /// Kills a child on drop (a failed assertion must not leave a server running).
-struct Reaper(Child);
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 #[ignore = "needs root: run through `cargo xtask test`"]
 fn a_real_prometheus_scrapes_the_agent() {
@@ -877,7 +868,8 @@ fn a_real_prometheus_scrapes_the_agent() {
         thread::sleep(Duration::from_millis(100));
     }
     let before = our_programs_loaded();
-    let (mut agent, addr) = start_agent();
+    let mut agent = start_agent(&[]);
+    let addr = agent.addr.clone();
     // Busy port: one sentence, non-zero, nothing loaded.
     let out = Command::new(PPSCOPE)
         .args(["agent", "--listen", &addr])
@@ -992,9 +984,8 @@ fn a_real_prometheus_scrapes_the_agent() {
     assert_eq!(http_get(&addr, "/healthz", None).0, 200);
 
     // SIGTERM: exit 0, and none of its programs stay loaded.
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(agent.0.id() as i32, libc::SIGTERM) };
-    let status = agent.0.wait().unwrap();
+    agent.signal(libc::SIGTERM);
+    let status = agent.child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
     // The kernel frees a program shortly after its last fd closes (RCU): give it a moment.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -1016,34 +1007,9 @@ fn metrics_until(addr: &str, within: Duration, done: impl Fn(&str) -> bool) -> S
     }
 }
 
-/// Starts `ppscope agent` on a free loopback port; returns it and its address.
-fn start_agent() -> (Reaper, String) {
-    start_agent_with(&[])
-}
-
-/// [`start_agent`] with more arguments.
-fn start_agent_with(args: &[&str]) -> (Reaper, String) {
-    let addr = format!("127.0.0.1:{}", free_tcp_port());
-    let mut agent = Reaper(
-        Command::new(PPSCOPE)
-            .args(["agent", "--listen", &addr, "--interval", "300ms"])
-            .args(args)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let (tx, rx) = std::sync::mpsc::channel();
-    let err = agent.0.stderr.take().unwrap();
-    thread::spawn(move || {
-        for line in BufReader::new(err).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("agent starts");
-    assert!(line.contains("agent serving"), "{line}");
-    (agent, addr)
+/// Starts `ppscope agent` on a free loopback port, collecting every 300 ms, with `args`.
+fn start_agent(args: &[&str]) -> AgentProc {
+    AgentProc::start(None, &[&["--interval", "300ms"], args].concat())
 }
 
 /// A NAPI instance first seen after the agent started has its polls exported within seconds:
@@ -1054,14 +1020,15 @@ fn start_agent_with(args: &[&str]) -> (Reaper, String) {
 #[ignore = "needs root: run through `cargo xtask test`"]
 fn a_napi_instance_polling_after_the_agent_started_is_exported_within_seconds() {
     let mut lab = VethLab::new("k", 28);
-    let (_agent, addr) = start_agent_with(&["--detail", "full"]);
+    let agent = start_agent(&["--detail", "full"]);
+    let addr = &agent.addr;
     // A few collections without it first.
     thread::sleep(Duration::from_secs(1));
     lab.attach_xdp();
     lab.traffic(1);
     let name = "ppscope_napi_polls_total";
     let label = format!("device=\"{}\"", lab.dev_rx);
-    let exported = metrics_until(&addr, Duration::from_secs(6), |m| {
+    let exported = metrics_until(addr, Duration::from_secs(6), |m| {
         metric_sum(m, name, &label) > 0.0
     });
     assert!(
@@ -1079,15 +1046,15 @@ fn a_napi_instance_polling_after_the_agent_started_is_exported_within_seconds() 
 #[ignore = "needs root: run through `cargo xtask test`"]
 fn two_agents_side_by_side_count_the_same() {
     let mut lab = VethLab::new("f", 25);
-    let (_a, addr_a) = start_agent();
-    let (_b, addr_b) = start_agent();
+    let (a, b) = (start_agent(&[]), start_agent(&[]));
+    let (addr_a, addr_b) = (&a.addr, &b.addr);
     lab.attach_xdp();
     lab.traffic(1);
     thread::sleep(Duration::from_millis(1200));
     let label = format!("device=\"{}\"", lab.dev_rx);
     let name = "ppscope_page_pool_pages_allocated_total";
-    let a = metric_sum(&http_get(&addr_a, "/metrics", None).1, name, &label);
-    let b = metric_sum(&http_get(&addr_b, "/metrics", None).1, name, &label);
+    let a = metric_sum(&http_get(addr_a, "/metrics", None).1, name, &label);
+    let b = metric_sum(&http_get(addr_b, "/metrics", None).1, name, &label);
     assert!(a > 0.0, "agent A saw nothing");
     assert!((a - b).abs() <= 0.02 * a, "agents disagree: {a} vs {b}");
 }

@@ -760,22 +760,34 @@ fn a_recording_replays_into_the_same_report() {
         "the replay is off the schema: {errors:#?}"
     );
 
-    // Cut the file: one sentence naming the damage, exit 1, nothing else printed. Inside its
-    // last frame (8 bytes of length and checksum and at least one of payload): a cut that
-    // falls between two frames leaves a shorter recording that reads whole, as one cut in
-    // half did now and then (an idle pool's frames are a few bytes each).
+    // Cut the file inside its last frame (8 bytes of length and checksum and at least one of
+    // payload), as a `record` killed while writing leaves it: the samples before the cut are
+    // replayed, and the cut is said on standard error (a cut between two frames leaves a
+    // shorter recording that reads whole: an idle pool's frames are a few bytes each).
     let bytes = fs::read(&file).unwrap();
     let cut = dir.join("cut.ppscope");
     fs::write(&cut, &bytes[..bytes.len() - 3]).unwrap();
     let out = Command::new(PPSCOPE)
-        .args(["diagnose", "--replay"])
+        .args(["diagnose", "--json", "--replay"])
         .arg(&cut)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8(out.stderr).unwrap();
-    assert!(err.contains("truncated"), "{err}");
-    assert!(out.stdout.is_empty());
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("is cut off") && err.contains("samples before it are replayed"),
+        "{err}"
+    );
+    let shortened: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The same pool, over all but the last sample.
+    of_rx(&shortened, "pools");
+    let covered = |r: &Value| r["duration_seconds"].as_f64().unwrap();
+    assert!(
+        covered(&shortened) < covered(&report) && covered(&shortened) > 4.0,
+        "cut {} s, whole {} s",
+        covered(&shortened),
+        covered(&report)
+    );
     let _ = fs::remove_dir_all(&dir);
 }
 

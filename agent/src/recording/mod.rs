@@ -13,8 +13,9 @@
 //! tens of bytes per busy pool); version 1 wrote each as JSON (about a kilobyte per pool) and
 //! still reads.
 //! [`Reader`] takes one frame at a time, never the whole file. Readers refuse a file that is
-//! not a recording, a newer format, a checksum mismatch or a cut-off frame with one sentence
-//! each, and never panic on any input.
+//! not a recording, a newer format or a checksum mismatch with one sentence each, and never
+//! panic on any input. A file whose last frame is cut off ([`CutOff`]: what a `record`
+//! stopped mid-write leaves, killed or out of disk) reads up to that frame, and says so.
 //!
 //! No kernel address is written ([`Aliases`]): a recording is made to be sent to someone.
 mod packed;
@@ -389,7 +390,13 @@ impl<R: Read> Reader<R> {
         match read_full(&mut self.input, &mut head)? {
             0 => return Ok(None),
             8 => {}
-            _ => bail!("truncated: frame {index} is cut off in its length/checksum"),
+            _ => {
+                return Err(CutOff {
+                    frame: index,
+                    detail: "in its length/checksum".into(),
+                }
+                .into())
+            }
         }
         let len = u32::from_le_bytes(head[..4].try_into().expect("4 bytes"));
         let crc = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
@@ -403,10 +410,11 @@ impl<R: Read> Reader<R> {
             .read_to_end(&mut body)
             .context("cannot read the recording")?;
         if body.len() < len as usize {
-            bail!(
-                "truncated: frame {index} is cut off ({len} bytes announced, {} there)",
-                body.len()
-            );
+            return Err(CutOff {
+                frame: index,
+                detail: format!("({len} bytes announced, {} there)", body.len()),
+            }
+            .into());
         }
         if crc32fast::hash(&body) != crc {
             bail!("corrupt: frame {index} fails its checksum");
@@ -415,6 +423,28 @@ impl<R: Read> Reader<R> {
         Ok(Some(body))
     }
 }
+
+/// A frame the end of the file cut off: the frames before it are whole (each was checked), and
+/// nothing can follow it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CutOff {
+    /// Its number (the header is frame 0).
+    pub frame: usize,
+    /// Where it is cut.
+    pub detail: String,
+}
+
+impl std::fmt::Display for CutOff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "truncated: frame {} is cut off {}",
+            self.frame, self.detail
+        )
+    }
+}
+
+impl std::error::Error for CutOff {}
 
 /// Fills `buf` as far as `input` goes; how many bytes it got (fewer only at the end).
 fn read_full(input: &mut impl Read, buf: &mut [u8]) -> Result<usize> {
@@ -435,14 +465,26 @@ fn read_full(input: &mut impl Read, buf: &mut [u8]) -> Result<usize> {
 pub struct Recording {
     pub header: Header,
     pub frames: Vec<Frame>,
+    /// The frame the end of the file cut off, after `frames` (None: the file is whole).
+    pub cut_off: Option<CutOff>,
 }
 
 impl Recording {
-    /// The whole recording, read frame by frame.
+    /// The whole recording, read frame by frame; a cut-off end is warned of (the samples
+    /// before it are replayed: an interrupted `record` loses its last frame, not the run).
     pub fn read(path: &Path) -> Result<Self> {
         let (header, mut reader) = Reader::open(path)?;
-        Self::collect(header, &mut reader)
-            .with_context(|| format!("{} is not a usable recording", path.display()))
+        let rec = Self::collect(header, &mut reader)
+            .with_context(|| format!("{} is not a usable recording", path.display()))?;
+        if let Some(cut) = &rec.cut_off {
+            log::warn!(
+                "{}: {cut}, as a record stopped while writing leaves it: the {} samples before \
+                 it are replayed",
+                path.display(),
+                rec.frames.len()
+            );
+        }
+        Ok(rec)
     }
 
     pub fn parse(bytes: &[u8]) -> Result<Self> {
@@ -452,16 +494,28 @@ impl Recording {
 
     fn collect(header: Header, reader: &mut Reader<impl Read>) -> Result<Self> {
         let mut frames = Vec::new();
-        while let Some(frame) = reader.next_frame()? {
-            frames.push(frame);
-        }
+        let cut_off = loop {
+            match reader.next_frame() {
+                Ok(Some(frame)) => frames.push(frame),
+                Ok(None) => break None,
+                Err(e) => match e.downcast::<CutOff>() {
+                    Ok(cut) => break Some(cut),
+                    Err(e) => return Err(e),
+                },
+            }
+        };
         if frames.len() < 2 {
+            let cut = cut_off.map_or(String::new(), |c| format!(" ({c})"));
             bail!(
-                "the recording holds {} sample(s); a window needs at least 2",
+                "the recording holds {} whole sample(s){cut}; a window needs at least 2",
                 frames.len()
             );
         }
-        Ok(Self { header, frames })
+        Ok(Self {
+            header,
+            frames,
+            cut_off,
+        })
     }
 
     /// The recording's samples on this process's clock, first to last, their pools named as
@@ -539,6 +593,18 @@ mod tests {
         }
         drop(w);
         std::fs::read(&path).unwrap()
+    }
+
+    /// Where each frame of a recording ends (the header is frame 0).
+    fn frame_ends(bytes: &[u8]) -> Vec<usize> {
+        let mut ends = Vec::new();
+        let mut at = MAGIC.len() + 4;
+        while at < bytes.len() {
+            let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+            at += 8 + len;
+            ends.push(at);
+        }
+        ends
     }
 
     fn tempdir() -> std::path::PathBuf {
@@ -804,7 +870,21 @@ mod tests {
         let last = flipped.len() - 3;
         flipped[last] ^= 0xff;
         assert!(err(&flipped).contains("checksum"), "{}", err(&flipped));
-        assert!(err(&good[..good.len() - 5]).contains("truncated"));
+        // Cut off in its last frame: the whole frames before it read, and the cut is said.
+        let cut = Recording::parse(&good[..good.len() - 5]).unwrap();
+        assert_eq!(cut.frames.len(), 2);
+        let said = cut.cut_off.expect("the cut is said").to_string();
+        assert!(
+            said.starts_with("truncated: frame 3 is cut off ("),
+            "{said}"
+        );
+        assert_eq!(Recording::parse(&good).unwrap().cut_off, None);
+        // Cut off before a window's two samples: refused, with the cut named.
+        let e = err(&good[..frame_ends(&good)[2] - 1]);
+        assert!(
+            e.contains("holds 1 whole sample(s) (truncated: frame 2 is cut off"),
+            "{e}"
+        );
         // Every prefix and many corruptions: an error or a recording, never a panic.
         for cut in 0..good.len() {
             let _ = Recording::parse(&good[..cut]);

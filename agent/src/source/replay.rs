@@ -28,8 +28,14 @@ impl ReplaySource {
         let rec = Recording::read(path)?;
         // Recording::read refuses a file of fewer than two samples: there is a window.
         let samples = rec.samples();
+        // A dashboard covers the warning `Recording::read` gave: its footer says it too.
+        let cut = if rec.cut_off.is_some() {
+            ", cut off"
+        } else {
+            ""
+        };
         Ok(Self {
-            name: path.display().to_string(),
+            name: format!("{}{cut}", path.display()),
             facts: rec.header.facts(),
             samples,
             at: 0,

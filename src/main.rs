@@ -221,6 +221,7 @@ struct SimulateArgs {
     #[arg(long, default_value_t = advice::DEFAULT_TARGET, value_parser = parse_target,
           allow_hyphen_values = true)]
     target: f64,
+    /// Print JSON (stable layout, see README) instead of text.
     #[arg(long)]
     json: bool,
     /// Also write the advice as one self-contained HTML page (its curve, its evidence).
@@ -276,6 +277,7 @@ enum Command {
     Agent(AgentArgs),
     /// Check what ppscope can measure on this kernel, and why not where it cannot.
     Doctor {
+        /// Print JSON (stable layout, see README) instead of text.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -536,7 +538,7 @@ fn record_cmd(opts: &RecordArgs) -> Result<()> {
 fn print_out(text: &str) -> Result<()> {
     match io::stdout().lock().write_all(text.as_bytes()) {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        r => Ok(r?),
+        r => r.context("cannot write to standard output"),
     }
 }
 
@@ -583,20 +585,31 @@ fn check_device(dev: Option<&str>) -> Result<()> {
 }
 
 /// A command-line error from clap in one sentence: its message without the usage block, the
-/// `--help` hint or the blank lines.
+/// `--help` hint or the blank lines; a "did you mean" tip stays, after a semicolon (the tip
+/// on passing a dashed word as a value does not: it answers a question nobody asked).
 fn usage_sentence(e: &clap::Error) -> String {
     let text = e.to_string();
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| {
-            !l.is_empty()
-                && !l.starts_with("Usage:")
-                && !l.starts_with("For more information")
-                && !l.starts_with("tip:")
-        })
-        .collect();
-    lines.join(" ").trim_start_matches("error: ").to_string()
+    let mut message = Vec::new();
+    let mut tips = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty()
+            || line.starts_with("Usage:")
+            || line.starts_with("For more information")
+            || line.starts_with("tip: to pass")
+        {
+            continue;
+        }
+        match line.strip_prefix("tip: ") {
+            Some(tip) => tips.push(tip),
+            None => message.push(line),
+        }
+    }
+    let mut sentence = message.join(" ").trim_start_matches("error: ").to_string();
+    for tip in tips {
+        sentence.push_str("; ");
+        sentence.push_str(tip);
+    }
+    sentence
 }
 
 /// `ppscope -V`: the version and the commit it was built from (build.rs).
@@ -633,6 +646,11 @@ fn main() -> ExitCode {
             let _ = e.print();
             return ExitCode::SUCCESS;
         }
+        // `ppscope` alone: the help, laid out, on stderr (not squeezed into one sentence).
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            return ExitCode::from(2);
+        }
         Err(e) => {
             eprintln!("ppscope: {} (see ppscope --help)", usage_sentence(&e));
             return ExitCode::from(2);
@@ -645,9 +663,7 @@ fn main() -> ExitCode {
         Command::Simulate(args) => simulate_cmd(&args),
         Command::Agent(args) => agent_cmd(&args),
         Command::Doctor { json, probe } => doctor(json, &probe),
-        Command::Completions { shell } => {
-            manual::completions(shell, cli_definition(), &mut io::stdout().lock())
-        }
+        Command::Completions { shell } => print_out(&manual::completions(shell, cli_definition())),
         Command::ManPages { dir } => manual::man_pages(cli_definition(), &dir),
         Command::Lab {
             command: LabCommand::Xdp { dev },

@@ -1,22 +1,20 @@
 //! What is generated from the command line's definition for a package: shell completions and
 //! man pages (section 1), so they can never disagree with `--help`.
-use std::{fs, io::Write, path::Path};
+use std::{fs, path::Path};
 
 use anyhow::{Context, Result};
 
 /// The completion script for `shell`, as the shell's completion system loads it. Hidden
-/// commands (lab helpers, `man-pages`) are left out: clap_complete would offer them.
-pub fn completions(
-    shell: clap_complete::Shell,
-    cli: clap::Command,
-    out: &mut dyn Write,
-) -> Result<()> {
+/// commands (lab helpers, `man-pages`) are left out: clap_complete would offer them. Made in
+/// memory: clap_complete panics on a failed write (a closed pipe), so the caller writes it.
+pub fn completions(shell: clap_complete::Shell, cli: clap::Command) -> String {
     let visible = cli.get_subcommands().filter(|s| !s.is_hide_set()).cloned();
     let mut offered = clap::Command::new(cli.get_name().to_string())
         .version(cli.get_version().unwrap_or_default().to_string())
         .subcommands(visible.collect::<Vec<_>>());
-    clap_complete::generate(shell, &mut offered, "ppscope", out);
-    Ok(())
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut offered, "ppscope", &mut script);
+    String::from_utf8_lossy(&script).into_owned()
 }
 
 /// `ppscope.1` and `ppscope-COMMAND.1` for every command `--help` lists, into `dir`.

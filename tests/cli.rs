@@ -46,6 +46,52 @@ fn out_of_range_values_are_refused() {
 }
 
 #[test]
+fn a_mistyped_command_or_flag_is_answered_with_the_likely_one() {
+    refused(&["diagnos"], "a similar subcommand exists: 'diagnose'");
+    refused(
+        &["diagnose", "--jsno"],
+        "a similar argument exists: '--json'",
+    );
+}
+
+/// `ppscope` alone: the help as clap lays it out (one command a line), on stderr, exit 2.
+#[test]
+fn no_command_shows_the_commands() {
+    let out = ppscope(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(out.stdout.is_empty());
+    for command in ["top", "diagnose", "record", "simulate", "agent", "doctor"] {
+        assert!(
+            err.lines().any(|l| l.trim_start().starts_with(command)),
+            "{command}: {err}"
+        );
+    }
+}
+
+/// A closed or full standard output ends the script quietly or with one sentence, never a
+/// panic (clap_complete's own writer panicked on it).
+#[test]
+fn completions_survive_a_full_standard_output() {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = Command::new(PPSCOPE)
+        .args(["completions", "bash"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("cannot write to standard output") && !err.contains("panicked"),
+        "{err}"
+    );
+}
+
+#[test]
 fn missing_and_unknown_sources_are_bad_arguments() {
     // Either source, named both ways: no hint that --scenario is the only one.
     refused(&["simulate"], "--scenario <SCENARIO>|--replay <FILE>");

@@ -170,7 +170,8 @@ impl HookStatus {
 #[serde(rename_all = "lowercase")]
 pub enum Detail {
     Light,
-    /// Older recordings (made before the choice existed) were made with every hook.
+    // The default: older recordings (made before the choice existed) were made with every
+    // hook. (Not a doc comment: clap would show it as the value's help.)
     #[default]
     Full,
 }

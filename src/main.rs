@@ -311,7 +311,7 @@ fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
     let html = opts.html.as_deref().map(HtmlFile::create).transpose()?;
     let snap = match &opts.replay {
         Some(path) => source::replay::diagnose(
-            &recording::Recording::read(path)?,
+            &read_recording(path, opts.dev.as_deref())?,
             opts.interval,
             opts.dev.as_deref(),
         ),
@@ -431,7 +431,10 @@ fn top(opts: &TopArgs) -> Result<()> {
         anyhow::bail!("top needs a terminal; use --once for one text frame, or diagnose --json");
     }
     let source: Box<dyn Source> = match (&opts.replay, &opts.sim, &opts.connect) {
-        (Some(path), _, _) => Box::new(ReplaySource::open(path)?),
+        (Some(path), _, _) => Box::new(ReplaySource::of(
+            &read_recording(path, opts.dev.as_deref())?,
+            path,
+        )),
         (_, Some(name), _) => Box::new(SimSource::new(name)?),
         (_, _, Some(url)) => Box::new(ConnectSource::new(url)?),
         _ => {
@@ -470,7 +473,7 @@ fn simulate_cmd(opts: &SimulateArgs) -> Result<()> {
     let results = match (&opts.scenario, &opts.replay) {
         (Some(name), None) => simulate::scenario(name, opts.target)?,
         (None, Some(path)) => {
-            let rec = recording::Recording::read(path)?;
+            let rec = read_recording(path, opts.dev.as_deref())?;
             let name = path.display().to_string();
             simulate::recording(&rec, &name, opts.dev.as_deref(), opts.target)?
         }
@@ -574,6 +577,29 @@ impl std::error::Error for BadArgument {}
 
 /// `--dev` on the live kernel names a device of this or a named network namespace; refused
 /// before anything is loaded.
+/// A recording to replay, whose devices include `dev` if one is asked for: a name it does not
+/// hold is a typo to say, not an empty report (exit 2, naming the devices it holds).
+fn read_recording(path: &std::path::Path, dev: Option<&str>) -> Result<recording::Recording> {
+    let rec = recording::Recording::read(path)?;
+    if let Some(d) = dev {
+        let names = rec.device_names();
+        if !names.contains(d) {
+            let held = if names.is_empty() {
+                "it names none".to_string()
+            } else {
+                let names: Vec<String> = names.into_iter().collect();
+                format!("it holds {}", names.join(", "))
+            };
+            return Err(BadArgument(format!(
+                "--dev {d}: no device of that name in {} ({held})",
+                path.display()
+            ))
+            .into());
+        }
+    }
+    Ok(rec)
+}
+
 fn check_device(dev: Option<&str>) -> Result<()> {
     match dev {
         Some(d) if !ppscope::host::ethtool::device_exists(d) => Err(BadArgument(format!(

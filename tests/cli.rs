@@ -91,6 +91,44 @@ fn completions_survive_a_full_standard_output() {
     );
 }
 
+/// A replay's `--dev` must name a device the recording holds: a typo is said with the names
+/// it has, not reported as a quiet host.
+#[test]
+fn a_replay_of_a_device_the_recording_lacks_is_refused_naming_those_it_holds() {
+    use ppscope::testing;
+    use ppscope_common::PoolCounters;
+    use std::time::{Duration, Instant};
+    let dir = std::env::temp_dir().join(format!("ppscope-cli-dev-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("veth1.ppscope");
+    let t0 = Instant::now();
+    let samples = (0..3u64).map(|i| {
+        let c = PoolCounters {
+            alloc_calls: 100 * i,
+            ..Default::default()
+        };
+        let at = t0 + Duration::from_millis(10 * i);
+        testing::one_pool_sample(at, 0x1000, c, testing::identity("veth1"))
+    });
+    let facts = testing::facts("6.12-test", ppscope::model::Coverage::per_page());
+    testing::write_recording(&path, &facts, Duration::from_millis(10), t0, samples);
+    let file = path.to_str().unwrap();
+    for command in [
+        &["diagnose", "--replay", file][..],
+        &["simulate", "--replay", file],
+        &["top", "--once", "--replay", file],
+    ] {
+        let args: Vec<&str> = command.iter().copied().chain(["--dev", "veth2"]).collect();
+        refused(&args, "--dev veth2: no device of that name");
+        refused(&args, "(it holds veth1)");
+    }
+    // The device it holds is replayed.
+    let out = ppscope(&["diagnose", "--replay", file, "--dev", "veth1"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("veth1"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn missing_and_unknown_sources_are_bad_arguments() {
     // Either source, named both ways: no hint that --scenario is the only one.

@@ -518,6 +518,19 @@ impl Recording {
         })
     }
 
+    /// The names of the devices its pools and devices had, in any frame (what `--dev` can
+    /// pick out of it).
+    pub fn device_names(&self) -> std::collections::BTreeSet<String> {
+        self.frames
+            .iter()
+            .flat_map(|f| {
+                let pools = f.pools.iter().filter_map(|p| p.identity.map(|i| i.ifname));
+                pools.chain(f.devices.iter().map(|(_, d)| d.ifname))
+            })
+            .filter_map(|raw| crate::model::c_name(&raw))
+            .collect()
+    }
+
     /// The recording's samples on this process's clock, first to last, their pools named as
     /// a live source names them.
     pub fn samples(&self) -> Vec<RawSample> {

@@ -25,7 +25,11 @@ pub struct ReplaySource {
 
 impl ReplaySource {
     pub fn open(path: &Path) -> Result<Self> {
-        let rec = Recording::read(path)?;
+        Ok(Self::of(&Recording::read(path)?, path))
+    }
+
+    /// The recording read from `path`.
+    pub fn of(rec: &Recording, path: &Path) -> Self {
         // Recording::read refuses a file of fewer than two samples: there is a window.
         let samples = rec.samples();
         // A dashboard covers the warning `Recording::read` gave: its footer says it too.
@@ -34,12 +38,12 @@ impl ReplaySource {
         } else {
             ""
         };
-        Ok(Self {
+        Self {
             name: format!("{}{cut}", path.display()),
             facts: rec.header.facts(),
             samples,
             at: 0,
-        })
+        }
     }
 
     /// Recorded time covered so far and in all.

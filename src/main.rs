@@ -148,7 +148,7 @@ struct DiagnoseArgs {
     dev: Option<String>,
     /// Read a recording (`ppscope record`) instead of the live kernel (its window is the
     /// recording's: no --duration, and no probes to choose).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["duration", "backend", "strict", "detail", "show_addresses", "bpf_log", "bpf_stats"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["duration", "backend", "strict", "detail", "map_capacity", "show_addresses", "bpf_log", "bpf_stats"])]
     replay: Option<PathBuf>,
     #[arg(long, help = SHOW_ADDRESSES)]
     show_addresses: bool,
@@ -161,11 +161,12 @@ struct AgentArgs {
     /// Where to serve /metrics, /api/v1/snapshot and /healthz.
     #[arg(long, default_value = "127.0.0.1:9464", value_parser = parse_listen)]
     listen: std::net::SocketAddr,
-    /// Time between collections.
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    /// Time between collections (at least 100ms).
+    #[arg(long, default_value = "1s", value_parser = parse_refresh)]
     interval: Duration,
-    /// At most this many pools are exported; the rest are counted in ppscope_series_dropped_total.
-    #[arg(long, default_value_t = 2000)]
+    /// At most this many pools are exported (at least 1); the rest are counted in
+    /// ppscope_series_dropped_total.
+    #[arg(long, default_value_t = 2000, value_parser = parse_max_pools)]
     max_pools: usize,
     /// A pool whose counters have not moved for this long leaves the metrics.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
@@ -183,15 +184,16 @@ struct TopArgs {
     #[arg(long)]
     dev: Option<String>,
     /// Play a recording (`ppscope record`) instead of the live kernel.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["sim", "connect", "backend", "strict", "detail", "show_addresses", "bpf_log", "bpf_stats"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["sim", "connect", "backend", "strict", "detail", "map_capacity", "show_addresses", "bpf_log", "bpf_stats"])]
     replay: Option<PathBuf>,
-    /// Play a built-in scenario instead of the live kernel (`all`: one pool per scenario).
-    #[arg(long, value_name = "SCENARIO", conflicts_with_all = ["connect", "backend", "strict", "detail", "show_addresses", "bpf_log", "bpf_stats"],
+    /// Play a built-in scenario instead of the live kernel (`all`: one pool per scenario; its
+    /// devices are examples, so no --dev).
+    #[arg(long, value_name = "SCENARIO", conflicts_with_all = ["connect", "dev", "backend", "strict", "detail", "map_capacity", "show_addresses", "bpf_log", "bpf_stats"],
           value_parser = scenario_or_all())]
     sim: Option<String>,
     /// Show a remote `ppscope agent` (http://HOST:PORT) instead of this kernel.
     #[arg(long, value_name = "URL", value_parser = parse_agent_url,
-          conflicts_with_all = ["backend", "strict", "detail", "show_addresses", "bpf_log", "bpf_stats"])]
+          conflicts_with_all = ["backend", "strict", "detail", "map_capacity", "show_addresses", "bpf_log", "bpf_stats"])]
     connect: Option<String>,
     #[arg(long, help = SHOW_ADDRESSES)]
     show_addresses: bool,
@@ -217,7 +219,7 @@ struct SimulateArgs {
     /// Only pools of this interface (with --replay; a scenario has its own).
     #[arg(long, conflicts_with = "scenario")]
     dev: Option<String>,
-    /// The recycled share a ring must reach, between 0 and 1 (0.99 is 99%).
+    /// The recycled share a ring must reach, above 0 and below 1 (0.99 is 99%).
     #[arg(long, default_value_t = advice::DEFAULT_TARGET, value_parser = parse_target,
           allow_hyphen_values = true)]
     target: f64,
@@ -237,8 +239,8 @@ struct RecordArgs {
     /// How long to record (Ctrl-C stops early; what was written stays readable).
     #[arg(long, short, default_value = "10s", value_parser = parse_duration)]
     duration: Duration,
-    /// Time between samples: the grain a replay or simulation can see.
-    #[arg(long, default_value = "10ms", value_parser = parse_duration)]
+    /// Time between samples: the grain a replay or simulation can see (at least 1ms).
+    #[arg(long, default_value = "10ms", value_parser = parse_sample_step)]
     interval: Duration,
     #[command(flatten)]
     probe: ProbeArgs,
@@ -261,6 +263,24 @@ fn parse_refresh(s: &str) -> Result<Duration, String> {
         return Err(format!("'{s}' is shorter than 100ms"));
     }
     Ok(d)
+}
+
+/// A recording's step: below a millisecond the recorder would do nothing but read the maps
+/// (a sample of many pools takes longer), and the file would grow by a frame each time.
+fn parse_sample_step(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_millis(1) {
+        return Err(format!("'{s}' is shorter than 1ms"));
+    }
+    Ok(d)
+}
+
+/// At least one pool exported: with none, /metrics would hold no pool however many moved.
+fn parse_max_pools(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("'{s}' is not a count of pools of at least 1")),
+    }
 }
 
 #[derive(Subcommand)]

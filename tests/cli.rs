@@ -31,6 +31,8 @@ fn out_of_range_values_are_refused() {
         ("-1", "not a share between 0 and 1"),
         ("NaN", "not a share between 0 and 1"),
         ("0", "not a share between 0 and 1"),
+        ("1.0", "every page be recycled"),
+        ("100", "every page be recycled"),
     ] {
         let args: Vec<&str> = sc.iter().copied().chain([target]).collect();
         refused(&args, says);
@@ -42,6 +44,23 @@ fn out_of_range_values_are_refused() {
     refused(
         &["top", "--interval", "50ms", "--once"],
         "shorter than 100ms",
+    );
+    // Checked before anything loads, so no root is needed to see them refused.
+    refused(&["agent", "--interval", "1ns"], "shorter than 100ms");
+    refused(
+        &[
+            "record",
+            "-o",
+            "/tmp/never-written.ppscope",
+            "--interval",
+            "1us",
+        ],
+        "shorter than 1ms",
+    );
+    refused(&["agent", "--max-pools", "0"], "at least 1");
+    refused(
+        &["top", "--connect", "http://127.0.0.1:99999", "--once"],
+        "invalid port number",
     );
 }
 
@@ -181,6 +200,26 @@ fn flags_a_replay_cannot_honour_are_refused() {
     }
     refused(
         &["simulate", "--scenario", "healthy", "--dev", "eth0"],
+        "cannot be used with",
+    );
+    // A scenario's devices are examples in top too; a replay or another agent has no map.
+    refused(
+        &["top", "--sim", "healthy", "--dev", "eth0", "--once"],
+        "cannot be used with",
+    );
+    refused(
+        &["diagnose", "--replay", "r.ppscope", "--map-capacity", "8"],
+        "cannot be used with",
+    );
+    refused(
+        &[
+            "top",
+            "--replay",
+            "r.ppscope",
+            "--map-capacity",
+            "8",
+            "--once",
+        ],
         "cannot be used with",
     );
 }

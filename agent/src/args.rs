@@ -58,7 +58,12 @@ pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
 pub fn parse_target(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(t) if t > 0.0 && t < 1.0 => Ok(t),
-        Ok(t) if (1.0..100.0).contains(&t) => Err(format!(
+        // All of them (1 as a share, 100 as a percentage): no ring keeps every page.
+        Ok(t) if t == 1.0 || t == 100.0 => Err(format!(
+            "'{s}' asks that every page be recycled, which no ring size can promise: give a \
+             share below 1 (e.g. 0.99 or 0.999)"
+        )),
+        Ok(t) if t > 1.0 && t < 100.0 => Err(format!(
             "'{s}' is not a share between 0 and 1 (for {t}% write {})",
             t / 100.0
         )),
@@ -68,13 +73,20 @@ pub fn parse_target(s: &str) -> Result<f64, String> {
     }
 }
 
-/// A remote agent: `http://HOST:PORT` (or the snapshot endpoint itself).
+/// A remote agent: `http://HOST:PORT` (or the snapshot endpoint itself), checked whole by
+/// the URL parser the HTTP client uses, so a bad port or host is refused here, not at the
+/// first request.
 pub fn parse_agent_url(s: &str) -> Result<String, String> {
     let t = s.trim();
+    let example = "e.g. http://127.0.0.1:9464";
     match t.strip_prefix("http://") {
-        Some(rest) if !rest.is_empty() && !rest.starts_with('/') => Ok(t.to_string()),
+        Some(rest) if !rest.is_empty() && !rest.starts_with('/') => match url::Url::parse(t) {
+            Ok(u) if u.host().is_some() => Ok(t.to_string()),
+            Ok(_) => Err(format!("'{s}' names no host ({example})")),
+            Err(e) => Err(format!("'{s}': {e} ({example})")),
+        },
         _ => Err(format!(
-            "'{s}' is not an http:// URL of a ppscope agent (e.g. http://127.0.0.1:9464)"
+            "'{s}' is not an http:// URL of a ppscope agent ({example})"
         )),
     }
 }
@@ -97,11 +109,16 @@ mod tests {
     #[test]
     fn targets_are_shares() {
         assert_eq!(parse_target("0.99"), Ok(0.99));
-        for bad in ["99", "1", "1.5", "0", "-1", "NaN", "inf", "x", ""] {
+        for bad in ["99", "1", "1.5", "0", "-1", "NaN", "inf", "x", "", "100"] {
             assert!(parse_target(bad).is_err(), "{bad}");
         }
         let e = parse_target("99").unwrap_err();
         assert!(e.contains("write 0.99"), "{e}");
+        // All pages, as a share or a percentage: no hint to write 1 (itself refused).
+        for all in ["1", "1.0", "100"] {
+            let e = parse_target(all).unwrap_err();
+            assert!(e.contains("every page") && e.contains("below 1"), "{e}");
+        }
     }
 
     #[test]
@@ -111,6 +128,10 @@ mod tests {
         for bad in ["127.0.0.1:9464", "https://x:1", "http://", "ftp://x", ""] {
             assert!(parse_agent_url(bad).is_err(), "{bad}");
         }
+        // Whole, as the client would parse it: a port out of range, a broken host.
+        let e = parse_agent_url("http://127.0.0.1:99999").unwrap_err();
+        assert!(e.contains("invalid port number"), "{e}");
+        assert!(parse_agent_url("http://[::1:9464").is_err());
     }
 
     #[test]

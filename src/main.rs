@@ -377,6 +377,46 @@ fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
     }
 }
 
+/// A new temporary file in the directory of `path` (the file a command will write, named by
+/// `flag`), readable by all: a path that cannot take a file is a bad argument (exit 2), said
+/// before any work. Never an existing file or a link followed.
+fn temp_beside(flag: &str, path: &std::path::Path) -> Result<tempfile::NamedTempFile> {
+    if path.is_dir() {
+        return Err(BadArgument(format!(
+            "{flag} {}: a directory, not a file",
+            path.display()
+        ))
+        .into());
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    // In the file's own directory, so a rename stays on one file system; readable by all,
+    // like any report meant to be shared (tempfile's own default is the owner only).
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .prefix(".ppscope-")
+        .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(0o644))
+        .tempfile_in(dir)
+        .map_err(|e| {
+            let why = if dir.is_dir() {
+                // The OS's reason (permissions, a read-only file system), without
+                // tempfile's name for the file it tried.
+                std::io::Error::from(e.kind()).to_string()
+            } else {
+                "no such directory".into()
+            };
+            BadArgument(format!(
+                "{flag} {}: cannot create a file in {}: {why}",
+                path.display(),
+                dir.display(),
+            ))
+            .into()
+        })
+}
+
 /// An HTML report being written: a temporary file made beside it before the work (a path
 /// that cannot be written fails first), filled and moved into place at the end, so a reader
 /// never sees half a page and a failed run leaves nothing behind (tempfile removes it).
@@ -388,43 +428,9 @@ struct HtmlFile {
 impl HtmlFile {
     /// A path that cannot take the report is a bad argument (exit 2), said before any work.
     fn create(path: &std::path::Path) -> Result<Self> {
-        if path.is_dir() {
-            return Err(BadArgument(format!(
-                "--html {}: a directory, not a file",
-                path.display()
-            ))
-            .into());
-        }
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => std::path::Path::new("."),
-        };
-        // Made new (never an existing file or link followed) in the report's directory, so
-        // the final rename stays on one file system; readable by all, like any page meant
-        // to be shared (tempfile's own default is the owner only).
-        use std::os::unix::fs::PermissionsExt;
-        let tmp = tempfile::Builder::new()
-            .prefix(".ppscope-report-")
-            .suffix(".tmp")
-            .permissions(std::fs::Permissions::from_mode(0o644))
-            .tempfile_in(dir)
-            .map_err(|e| {
-                let why = if dir.is_dir() {
-                    // The OS's reason (permissions, a read-only file system), without
-                    // tempfile's name for the file it tried.
-                    std::io::Error::from(e.kind()).to_string()
-                } else {
-                    "no such directory".into()
-                };
-                BadArgument(format!(
-                    "--html {}: cannot create a file in {}: {why}",
-                    path.display(),
-                    dir.display(),
-                ))
-            })?;
         Ok(Self {
             path: path.to_path_buf(),
-            tmp,
+            tmp: temp_beside("--html", path)?,
         })
     }
 
@@ -523,6 +529,9 @@ fn agent_cmd(opts: &AgentArgs) -> Result<()> {
 }
 
 fn record_cmd(opts: &RecordArgs) -> Result<()> {
+    // A path that cannot take the recording is said before the probes load (the file itself
+    // is made once they have, so a failed start leaves an earlier recording of that name).
+    drop(temp_beside("--output", &opts.output)?);
     let mut probes = opts.probe.start(Detail::Full)?;
     let header = recording::Header::new(&probes.facts, opts.interval);
     let mut writer = recording::Writer::create(&opts.output, &header)?;

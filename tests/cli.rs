@@ -247,6 +247,16 @@ fn an_html_report_that_cannot_be_written_is_said_before_the_work() {
         ],
         "cannot create a file in /ppscope-no-such-dir: no such directory",
     );
+    // A recording too, before its probes load (without root this would otherwise end on
+    // missing privileges, exit 1).
+    refused(
+        &["record", "-o", "/ppscope-no-such-dir/r.ppscope"],
+        "--output /ppscope-no-such-dir/r.ppscope: cannot create a file in /ppscope-no-such-dir",
+    );
+    refused(
+        &["record", "-o", dir.to_str().unwrap()],
+        "a directory, not a file",
+    );
 }
 
 #[test]

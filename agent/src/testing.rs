@@ -73,16 +73,12 @@ pub fn one_pool_sample(
 }
 
 /// Every hook a burst profile reads, attached: the allocation and recycle hooks of `--detail
-/// full`, and the refill, slow-path, hold and release hooks `--detail light` keeps.
+/// full`, and the refill, slow-path, hold and release hooks `--detail light` keeps
+/// ([`Coverage::per_page`] without the cache's layout, which only the split needs).
 pub fn profile_coverage() -> Coverage {
     Coverage {
-        alloc: true,
-        recycle: true,
-        refill: true,
-        slow: true,
-        hold: true,
-        release: true,
-        ..Coverage::default()
+        cache_layout: false,
+        ..Coverage::per_page()
     }
 }
 

@@ -38,9 +38,10 @@ pub struct Coverage {
 }
 
 impl Coverage {
-    /// The page_pool hooks that count every page (`--detail full`, every per-page hook
-    /// attached, the alloc cache's layout known): a pool's whole split and a burst profile of
-    /// pages. No driver, devmem or NAPI hooks.
+    /// The page_pool hooks a burst profile of pages and the single-page split need: the
+    /// allocation and single recycle (per page), refill and slow path (per batch), pages in
+    /// and out of the pool, with the alloc cache's layout known. Not what `--detail full`
+    /// attaches: no bulk recycle, page return, teardown, driver, devmem, NAPI or drop hooks.
     pub fn per_page() -> Self {
         Self {
             alloc: true,

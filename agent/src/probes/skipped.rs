@@ -1,8 +1,8 @@
 //! Runs of ppscope's programs the kernel skipped, as the kernel counts them per program
 //! (`bpf_prog_info.recursion_misses`), and hits of its kprobes the kernel did not hand to them,
-//! as it counts them per kprobe (`bpf_link_info.perf_event.kprobe.missed`): exported per hook,
-//! warned of once per hook, and kept in each hook's status (`HookStatus::missed`) for the
-//! snapshots and reports.
+//! as it counts them per kprobe (`bpf_link_info.perf_event.kprobe.missed`): warned of once per
+//! hook, and kept in each hook's status (`HookStatus::missed`), from which the snapshots, the
+//! reports and the agent's `/metrics` read them.
 //!
 //! The kernel does not run a tracing program where it would nest. A kprobe program is skipped
 //! while the CPU's `bpf_prog_active` is held: by another kprobe or perf program, any tool's (a
@@ -42,7 +42,8 @@ use crate::{
     snapshot::{Backend, HookMissed, HookStatus},
 };
 
-/// A hook's runs the kernel skipped since its programs were loaded, and the backend serving it.
+/// A hook's runs the kernel skipped since its programs were loaded (that is, since it
+/// attached), and the backend serving it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Skipped {
     hook: &'static str,
@@ -312,7 +313,7 @@ impl Probes {
     }
 
     /// Reads the skipped runs, and warns once per hook whose count moved since the first
-    /// check. Each hook's counts go into its status ([`record_missed`]), so the snapshots,
+    /// check. Each hook's counts go into its status (`HookStatus::missed`), so the snapshots,
     /// reports and /metrics made after say what the figures lack.
     pub fn check_skipped(&mut self) {
         let skipped = self.skipped_runs();

@@ -80,8 +80,8 @@ pub enum MissedNote {
 }
 
 impl HookStatus {
-    /// What a report says of the events this hook's programs missed: counted ones as
-    /// [`HookMissed::describe`] says them, and on kprobes a dropped-hit count that could not be
+    /// What a report says of the events this hook's programs missed: counted ones in words
+    /// ("the kernel skipped 5 runs of its programs …"), and on kprobes a dropped-hit count that could not be
     /// read said so rather than taken for none.
     pub fn missed_note(&self) -> MissedNote {
         let (Some(backend), Some(m)) = (self.backend, self.missed) else {

@@ -604,8 +604,6 @@ impl std::fmt::Display for BadArgument {
 
 impl std::error::Error for BadArgument {}
 
-/// `--dev` on the live kernel names a device of this or a named network namespace; refused
-/// before anything is loaded.
 /// A recording to replay, whose devices include `dev` if one is asked for: a name it does not
 /// hold is a typo to say, not an empty report (exit 2, naming the devices it holds).
 fn read_recording(path: &std::path::Path, dev: Option<&str>) -> Result<recording::Recording> {
@@ -629,6 +627,8 @@ fn read_recording(path: &std::path::Path, dev: Option<&str>) -> Result<recording
     Ok(rec)
 }
 
+/// `--dev` on the live kernel names a device of this or a named network namespace; refused
+/// before anything is loaded.
 fn check_device(dev: Option<&str>) -> Result<()> {
     match dev {
         Some(d) if !ppscope::host::ethtool::device_exists(d) => Err(BadArgument(format!(

@@ -152,6 +152,10 @@ struct DiagnoseArgs {
     replay: Option<PathBuf>,
     #[arg(long, help = SHOW_ADDRESSES)]
     show_addresses: bool,
+    /// Exit 3 when a pool needs attention (its verdict over the window is warn or starving),
+    /// after the report: for scripts and health checks.
+    #[arg(long)]
+    check: bool,
     #[command(flatten)]
     probe: ProbeArgs,
 }
@@ -300,6 +304,10 @@ enum Command {
         /// Print JSON (stable layout, see README) instead of text.
         #[arg(long)]
         json: bool,
+        /// A preflight for scripts: exit 1 when any hook cannot be attached (--strict's rule),
+        /// after the report.
+        #[arg(long)]
+        check: bool,
         #[command(flatten)]
         probe: ProbeArgs,
     },
@@ -371,11 +379,39 @@ fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
     };
     // The text first: if the page cannot be written, the window's report is not lost.
     print_out(&out)?;
-    match html {
-        Some(file) => file.finish(&report::html::diagnose(&snap)),
-        None => Ok(()),
+    if let Some(file) = html {
+        file.finish(&report::html::diagnose(&snap))?;
+    }
+    let findings = ppscope::snapshot::health::findings(&snap);
+    if opts.check && !findings.is_empty() {
+        let named: Vec<String> = findings
+            .iter()
+            .map(|(p, h)| {
+                let dev = p.ifname.as_deref().unwrap_or("a pool");
+                format!("{dev} ({}) {}", p.pool, h.name())
+            })
+            .collect();
+        return Err(Findings(format!(
+            "{} pool(s) need attention: {}",
+            findings.len(),
+            named.join(", ")
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// What `diagnose --check` found (exit 3, after the report): pools that need attention.
+#[derive(Debug)]
+struct Findings(String);
+
+impl std::fmt::Display for Findings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
     }
 }
+
+impl std::error::Error for Findings {}
 
 /// A new temporary file in the directory of `path` (the file a command will write, named by
 /// `flag`), readable by all: a path that cannot take a file is a bad argument (exit 2), said
@@ -576,7 +612,7 @@ fn print_out(text: &str) -> Result<()> {
 
 /// The report even when ppscope could not run here (that is when it is needed), then the
 /// reason in one sentence and exit 1.
-fn doctor(json: bool, probe: &ProbeArgs) -> Result<()> {
+fn doctor(json: bool, check: bool, probe: &ProbeArgs) -> Result<()> {
     let probes = Probes::attach(&probe.options(Detail::Full))?;
     let netlink = ppscope::host::netlink::NetlinkSample::read();
     let out = if json {
@@ -586,7 +622,13 @@ fn doctor(json: bool, probe: &ProbeArgs) -> Result<()> {
         report::doctor::text(&probes.facts, &probes.fields, &netlink)
     };
     print_out(&out)?;
-    match probes.refusal(probe.strict) {
+    // The flag that asked for it names the refusal.
+    let strict = match (check, probe.strict) {
+        (true, _) => Some("--check"),
+        (false, true) => Some("--strict"),
+        (false, false) => None,
+    };
+    match probes.refusal(strict) {
         Some(why) => Err(anyhow::anyhow!(why)),
         None => Ok(()),
     }
@@ -717,7 +759,7 @@ fn main() -> ExitCode {
         Command::Record(args) => record_cmd(&args),
         Command::Simulate(args) => simulate_cmd(&args),
         Command::Agent(args) => agent_cmd(&args),
-        Command::Doctor { json, probe } => doctor(json, &probe),
+        Command::Doctor { json, check, probe } => doctor(json, check, &probe),
         Command::Completions { shell } => print_out(&manual::completions(shell, cli_definition())),
         Command::ManPages { dir } => manual::man_pages(cli_definition(), &dir),
         Command::Lab {
@@ -735,6 +777,8 @@ fn main() -> ExitCode {
             eprintln!("ppscope: {e:#}");
             if e.downcast_ref::<BadArgument>().is_some() {
                 ExitCode::from(2)
+            } else if e.downcast_ref::<Findings>().is_some() {
+                ExitCode::from(3)
             } else {
                 ExitCode::FAILURE
             }

@@ -110,6 +110,29 @@ fn completions_survive_a_full_standard_output() {
     );
 }
 
+/// `diagnose --check`: the report as always, then, where a pool's verdict over the window is
+/// warn or starving, one sentence naming it and exit 3 (README's exit codes).
+#[test]
+fn diagnose_check_exits_3_after_the_report_when_a_pool_needs_attention() {
+    let dir = std::env::temp_dir().join(format!("ppscope-cli-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("starving.ppscope");
+    ppscope::testing::write_starving_recording(&path);
+    let file = path.to_str().unwrap();
+    let plain = ppscope(&["diagnose", "--replay", file]);
+    assert_eq!(plain.status.code(), Some(0), "{plain:?}");
+    let checked = ppscope(&["diagnose", "--replay", file, "--check"]);
+    let err = String::from_utf8_lossy(&checked.stderr);
+    assert_eq!(checked.status.code(), Some(3), "{err}");
+    assert_eq!(checked.stdout, plain.stdout, "the same report first");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("1 pool(s) need attention: veth1 (") && err.contains(") starving"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A replay's `--dev` must name a device the recording holds: a typo is said with the names
 /// it has, not reported as a quiet host.
 #[test]

@@ -433,6 +433,28 @@ fn doctor_reports_even_when_the_backend_is_refused() {
         // Each cause once, not once per hook.
         assert_eq!(err.matches("the kernel has no kprobes").count(), 1, "{err}");
     }
+    // The preflight for scripts: where a hook is missing (on a host without kprobes or
+    // fentry the alloc and recycle hooks are), the whole report, then exit 1; without
+    // --check the same host passes.
+    let (plain, checked) = (
+        Command::new(PPSCOPE).arg("doctor").output().unwrap(),
+        Command::new(PPSCOPE)
+            .args(["doctor", "--check"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(plain.status.code(), Some(0), "{plain:?}");
+    assert!(!checked.stdout.is_empty(), "the report first");
+    let missing = String::from_utf8_lossy(&plain.stdout).contains("missing");
+    assert_eq!(
+        checked.status.code(),
+        Some(i32::from(missing)),
+        "{checked:?}"
+    );
+    if missing {
+        let err = String::from_utf8_lossy(&checked.stderr);
+        assert!(err.starts_with("ppscope: --check: "), "{err}");
+    }
 }
 
 /// One logger for ppscope and the crates under it: RUST_LOG picks, aya's own lines and

@@ -6,11 +6,9 @@
 use std::{
     path::{Path, PathBuf},
     process::Command,
-    time::{Duration, Instant},
 };
 
-use ppscope::{model::Coverage, testing};
-use ppscope_common::{PoolCounters, PoolIdentity};
+use ppscope::testing;
 
 const PPSCOPE: &str = env!("CARGO_BIN_EXE_ppscope");
 
@@ -30,47 +28,6 @@ impl Drop for Dir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-/// 3 s at 10 ms of one veth pool whose ring of 256 is overrun every 100 ms: the slow path
-/// and ring-full returns come in bursts, and the advice grows the ring.
-fn starving_recording(path: &Path) {
-    let coverage = Coverage::per_page();
-    let mut id = testing::identity("veth1");
-    id.driver[..4].copy_from_slice(b"veth");
-    id.pool_size = 256;
-    id.ring_size = 256;
-    // Its device, which joins the pool to the timeline (an alias in the recording).
-    id.netdev = 0xffff_8880_0042_0000;
-    id.known |= PoolIdentity::KNOWN_POOL_SIZE | PoolIdentity::KNOWN_RING_SIZE;
-    let t0 = Instant::now();
-    let mut c = PoolCounters::default();
-    let samples = (0..=300u64).map(|i| {
-        if i > 0 {
-            let burst = i % 10 == 0;
-            c.alloc_calls += 1000;
-            c.refill_calls += 15;
-            c.refill_pages += 15 * 64;
-            c.slow_calls += if burst { 120 } else { 1 };
-            c.refill_empty += if burst { 120 } else { 1 };
-            c.slow_ns_sum += 20_000;
-            c.slow_hist[13] += if burst { 30 } else { 1 };
-            c.slow_hist[16] += u64::from(burst) * 10;
-            c.put_calls += 1000;
-            c.put_cached += 400;
-            c.put_released += if burst { 600 } else { 0 };
-            c.hold_pages += if burst { 600 } else { 64 };
-            c.release_pages += if burst { 600 } else { 0 };
-        }
-        testing::one_pool_sample(t0 + Duration::from_millis(10 * i), 0x1000, c, id)
-    });
-    testing::write_recording(
-        path,
-        &testing::facts("7.2.13-test", coverage),
-        Duration::from_millis(10),
-        t0,
-        samples,
-    );
 }
 
 fn ppscope(args: &[&str]) {
@@ -147,7 +104,7 @@ fn dom(page: &Path) -> String {
 fn a_browser_paints_the_diagnose_and_simulate_reports() {
     let dir = Dir::new("reports");
     let rec = dir.0.join("starving.ppr");
-    starving_recording(&rec);
+    testing::write_starving_recording(&rec);
     let diagnose = dir.0.join("diagnose.html");
     let simulate = dir.0.join("simulate.html");
     let (rec_s, diag_s, sim_s) = (

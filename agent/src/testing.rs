@@ -189,6 +189,47 @@ pub fn write_recording(
     }
 }
 
+/// Writes 3 s at 10 ms of one veth pool whose ring of 256 is overrun every 100 ms: the slow path
+/// and ring-full returns come in bursts, and the advice grows the ring.
+pub fn write_starving_recording(path: &Path) {
+    let coverage = Coverage::per_page();
+    let mut id = identity("veth1");
+    id.driver[..4].copy_from_slice(b"veth");
+    id.pool_size = 256;
+    id.ring_size = 256;
+    // Its device, which joins the pool to the timeline (an alias in the recording).
+    id.netdev = 0xffff_8880_0042_0000;
+    id.known |= PoolIdentity::KNOWN_POOL_SIZE | PoolIdentity::KNOWN_RING_SIZE;
+    let t0 = Instant::now();
+    let mut c = PoolCounters::default();
+    let samples = (0..=300u64).map(|i| {
+        if i > 0 {
+            let burst = i % 10 == 0;
+            c.alloc_calls += 1000;
+            c.refill_calls += 15;
+            c.refill_pages += 15 * 64;
+            c.slow_calls += if burst { 120 } else { 1 };
+            c.refill_empty += if burst { 120 } else { 1 };
+            c.slow_ns_sum += 20_000;
+            c.slow_hist[13] += if burst { 30 } else { 1 };
+            c.slow_hist[16] += u64::from(burst) * 10;
+            c.put_calls += 1000;
+            c.put_cached += 400;
+            c.put_released += if burst { 600 } else { 0 };
+            c.hold_pages += if burst { 600 } else { 64 };
+            c.release_pages += if burst { 600 } else { 0 };
+        }
+        one_pool_sample(t0 + Duration::from_millis(10 * i), 0x1000, c, id)
+    });
+    write_recording(
+        path,
+        &facts("7.2.13-test", coverage),
+        Duration::from_millis(10),
+        t0,
+        samples,
+    );
+}
+
 /// `schema/NAME` of this workspace: the JSON Schemas the README documents.
 pub fn schema_file(name: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

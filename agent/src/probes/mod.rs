@@ -178,16 +178,17 @@ impl Probes {
     /// partial plan is returned with its reasons.
     pub fn start(opts: &ProbeOptions) -> Result<Self> {
         let probes = Self::attach(opts)?;
-        match probes.refusal(opts.strict) {
+        match probes.refusal(opts.strict.then_some("--strict")) {
             Some(why) => Err(anyhow!(why)),
             None => Ok(probes),
         }
     }
 
-    /// Why these probes cannot serve (no page_pool hook attached; with `strict`, any hook
-    /// missing other than those of a module that is not loaded), in one sentence; None when
-    /// they can. Each distinct reason is said once, after the hooks it stopped.
-    pub fn refusal(&self, strict: bool) -> Option<String> {
+    /// Why these probes cannot serve (no page_pool hook attached; with `strict`, the flag that
+    /// asked, any hook missing other than those of a module that is not loaded), in one
+    /// sentence that names that flag; None when they can. Each distinct reason is said once,
+    /// after the hooks it stopped.
+    pub fn refusal(&self, strict: Option<&str>) -> Option<String> {
         let hooks = &self.facts.hooks;
         let core: Vec<&HookStatus> = hooks
             .iter()
@@ -203,14 +204,13 @@ impl Probes {
             .iter()
             .filter(|h| !h.attached() && !h.module_absent() && !h.left_off())
             .collect();
-        (strict && !missing.is_empty()).then(|| {
-            format!(
-                "--strict: {} of {} hooks could not be attached: {}",
-                missing.len(),
-                hooks.len(),
-                missing_in_words(&missing)
-            )
-        })
+        let flag = strict.filter(|_| !missing.is_empty())?;
+        Some(format!(
+            "{flag}: {} of {} hooks could not be attached: {}",
+            missing.len(),
+            hooks.len(),
+            missing_in_words(&missing)
+        ))
     }
 
     /// Loads the programs and attaches every hook it can, whatever is missing (`doctor` reports

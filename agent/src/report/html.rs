@@ -12,10 +12,8 @@ use std::fmt::Write;
 use super::{duration_ns, simulate::SimulateResult};
 use crate::{
     snapshot::{
-        advice::queues_text,
-        health::{self, Health},
-        Advice, DeviceStep, Latency, MissedNote, PoolView, Snapshot, TimelineStep,
-        OWN_COST_UNKNOWN,
+        advice::queues_text, health, Advice, DeviceStep, Latency, MissedNote, PoolView, Snapshot,
+        TimelineStep, OWN_COST_UNKNOWN,
     },
     units::{bytes, pct_or_unknown},
 };
@@ -71,22 +69,13 @@ fn page(title: &str, subtitle: &str, body: &str) -> String {
     )
 }
 
-fn health_class(h: Health) -> &'static str {
-    match h {
-        Health::Starving => "starving",
-        Health::Warn => "warn",
-        Health::Ok => "ok",
-        Health::Unknown => "unknown",
-    }
-}
-
 /// One pool's verdict box: its health with how it was reached, and its advice with the knob.
 fn verdict_box(p: &PoolView, a: &health::Assessment, out: &mut String) {
     let _ = write!(
         out,
         "<div class=\"verdict {}\" id=\"verdict-{}\"><span class=\"word\">{}</span><b>{}</b> \
          <span class=\"basis\">({} basis)</span><br>{}",
-        health_class(a.health),
+        a.health.name(),
         esc(&p.pool),
         esc(a.health.word()),
         esc(&p.label()),

@@ -31,12 +31,23 @@ pub enum Health {
 }
 
 impl Health {
+    /// The dashboard's cell (five columns wide).
     pub fn word(self) -> &'static str {
         match self {
             Health::Unknown => "?",
             Health::Ok => "ok",
             Health::Warn => "warn",
             Health::Starving => "STARV",
+        }
+    }
+
+    /// The verdict in a sentence: "starving", "warn".
+    pub fn name(self) -> &'static str {
+        match self {
+            Health::Unknown => "unknown",
+            Health::Ok => "ok",
+            Health::Warn => "warn",
+            Health::Starving => "starving",
         }
     }
 
@@ -136,6 +147,19 @@ const MIN_PACKETS: u64 = 256;
 pub fn verdict(p: &PoolView, secs: f64) -> (Health, Basis) {
     let a = judge(p, secs, false);
     (a.health, a.basis)
+}
+
+/// The pools of `snap` whose verdict over its window is warn or starving, worst first, each
+/// with its verdict: what `diagnose --check` calls findings.
+pub fn findings(snap: &super::Snapshot) -> Vec<(&PoolView, Health)> {
+    let mut found: Vec<_> = snap
+        .pools
+        .iter()
+        .map(|p| (p, health(p, snap.duration_seconds)))
+        .filter(|(_, h)| matches!(h, Health::Warn | Health::Starving))
+        .collect();
+    found.sort_by_key(|(_, h)| std::cmp::Reverse(*h));
+    found
 }
 
 /// The verdict of one pool over an interval of `secs`.

@@ -318,6 +318,9 @@ pub struct Reader<R> {
     /// A frame failed: those after it cannot be decoded (each is what changed since the one
     /// before), so the reader stops there.
     failed: bool,
+    /// The largest frame read so far (the header included), in bytes: a frame the end of the
+    /// file cuts off that claims far more is a damaged length, not a cut.
+    largest: u32,
 }
 
 impl Reader<BufReader<File>> {
@@ -352,6 +355,7 @@ impl<R: Read> Reader<R> {
             index: 0,
             unpacker: packed::Unpacker::default(),
             failed: false,
+            largest: 0,
         };
         let first = reader.payload()?.context("truncated: no header frame")?;
         let header: Header =
@@ -410,6 +414,17 @@ impl<R: Read> Reader<R> {
             .read_to_end(&mut body)
             .context("cannot read the recording")?;
         if body.len() < len as usize {
+            // A bit flipped in a length reads past the end as a cut would, but mostly claims
+            // far more than the frames before it, which a recording's frames do not (each
+            // holds what changed since the one before).
+            if self.largest > 0 && len / CUT_FRAME_GROWTH > self.largest {
+                bail!(
+                    "corrupt: frame {index} claims {len} bytes, more than {CUT_FRAME_GROWTH} \
+                     times the largest before it ({}), and the file ends {} bytes into it",
+                    self.largest,
+                    body.len()
+                );
+            }
             return Err(CutOff {
                 frame: index,
                 detail: format!("({len} bytes announced, {} there)", body.len()),
@@ -420,9 +435,14 @@ impl<R: Read> Reader<R> {
             bail!("corrupt: frame {index} fails its checksum");
         }
         self.index += 1;
+        self.largest = self.largest.max(len);
         Ok(Some(body))
     }
 }
+
+/// How many times the largest frame before it a frame cut off by the end of the file may claim
+/// and still be taken for a cut rather than a damaged length.
+const CUT_FRAME_GROWTH: u32 = 4;
 
 /// A frame the end of the file cut off: the frames before it are whole (each was checked), and
 /// nothing can follow it.
@@ -478,8 +498,8 @@ impl Recording {
             .with_context(|| format!("{} is not a usable recording", path.display()))?;
         if let Some(cut) = &rec.cut_off {
             log::warn!(
-                "{}: {cut}, as a record stopped while writing leaves it: the {} samples before \
-                 it are replayed",
+                "{}: {cut}, as a record stopped while writing leaves it (or a damaged length): \
+                 the {} samples before it are replayed",
                 path.display(),
                 rec.frames.len()
             );
@@ -893,9 +913,26 @@ mod tests {
         );
         assert_eq!(Recording::parse(&good).unwrap().cut_off, None);
         // Cut off before a window's two samples: refused, with the cut named.
-        let e = err(&good[..frame_ends(&good)[2] - 1]);
+        let ends = frame_ends(&good);
+        let e = err(&good[..ends[2] - 1]);
         assert!(
             e.contains("holds 1 whole sample(s) (truncated: frame 2 is cut off"),
+            "{e}"
+        );
+        // The last frame's length damaged so that it reads past the end: a little more than
+        // it holds reads as a cut; far more than any frame before it is refused as damage.
+        let with_len = |len: u32| {
+            let mut b = good.clone();
+            b[ends[2]..ends[2] + 4].copy_from_slice(&len.to_le_bytes());
+            b
+        };
+        let last = (ends[3] - ends[2] - 8) as u32;
+        let cut = Recording::parse(&with_len(last + 10)).unwrap();
+        assert!(cut.cut_off.is_some());
+        let header = (ends[0] - MAGIC.len() - 4 - 8) as u32;
+        let e = err(&with_len(header * 5));
+        assert!(
+            e.contains("corrupt: frame 3 claims") && e.contains("4 times"),
             "{e}"
         );
         // Every prefix and many corruptions: an error or a recording, never a panic.

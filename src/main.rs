@@ -339,7 +339,7 @@ fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
     let html = opts.html.as_deref().map(HtmlFile::create).transpose()?;
     let snap = match &opts.replay {
         Some(path) => source::replay::diagnose(
-            &read_recording(path, opts.dev.as_deref())?,
+            &read_recording(path, opts.dev.as_deref(), false)?,
             opts.interval,
             opts.dev.as_deref(),
         ),
@@ -494,7 +494,7 @@ fn top(opts: &TopArgs) -> Result<()> {
     }
     let source: Box<dyn Source> = match (&opts.replay, &opts.sim, &opts.connect) {
         (Some(path), _, _) => Box::new(ReplaySource::of(
-            &read_recording(path, opts.dev.as_deref())?,
+            &read_recording(path, opts.dev.as_deref(), false)?,
             path,
         )),
         (_, Some(name), _) => Box::new(SimSource::new(name)?),
@@ -535,7 +535,7 @@ fn simulate_cmd(opts: &SimulateArgs) -> Result<()> {
     let results = match (&opts.scenario, &opts.replay) {
         (Some(name), None) => simulate::scenario(name, opts.target)?,
         (None, Some(path)) => {
-            let rec = read_recording(path, opts.dev.as_deref())?;
+            let rec = read_recording(path, opts.dev.as_deref(), true)?;
             let name = path.display().to_string();
             simulate::recording(&rec, &name, opts.dev.as_deref(), opts.target)?
         }
@@ -646,12 +646,17 @@ impl std::fmt::Display for BadArgument {
 
 impl std::error::Error for BadArgument {}
 
-/// A recording to replay, whose devices include `dev` if one is asked for: a name it does not
-/// hold is a typo to say, not an empty report (exit 2, naming the devices it holds).
-fn read_recording(path: &std::path::Path, dev: Option<&str>) -> Result<recording::Recording> {
+/// A recording to replay, whose devices include `dev` if one is asked for (devices with a pool
+/// when `pools_only`: a simulation replays pools): a name it does not hold is a typo to say,
+/// not an empty report (exit 2, naming the devices it holds).
+fn read_recording(
+    path: &std::path::Path,
+    dev: Option<&str>,
+    pools_only: bool,
+) -> Result<recording::Recording> {
     let rec = recording::Recording::read(path)?;
     if let Some(d) = dev {
-        let names = rec.device_names();
+        let names = rec.device_names(pools_only);
         if !names.contains(d) {
             let held = if names.is_empty() {
                 "it names none".to_string()
@@ -659,8 +664,13 @@ fn read_recording(path: &std::path::Path, dev: Option<&str>) -> Result<recording
                 let names: Vec<String> = names.into_iter().collect();
                 format!("it holds {}", names.join(", "))
             };
+            let what = if pools_only {
+                "pool on a device"
+            } else {
+                "device"
+            };
             return Err(BadArgument(format!(
-                "--dev {d}: no device of that name in {} ({held})",
+                "--dev {d}: no {what} of that name in {} ({held})",
                 path.display()
             ))
             .into());

@@ -538,14 +538,16 @@ impl Recording {
         })
     }
 
-    /// The names of the devices its pools and devices had, in any frame (what `--dev` can
-    /// pick out of it).
-    pub fn device_names(&self) -> std::collections::BTreeSet<String> {
+    /// The names of the devices its pools had, in any frame, and unless `pools_only` those of
+    /// the devices it saw without a pool too (NAPI polls, drops): what `--dev` can pick out of
+    /// it (a simulation replays pools only).
+    pub fn device_names(&self, pools_only: bool) -> std::collections::BTreeSet<String> {
         self.frames
             .iter()
             .flat_map(|f| {
                 let pools = f.pools.iter().filter_map(|p| p.identity.map(|i| i.ifname));
-                pools.chain(f.devices.iter().map(|(_, d)| d.ifname))
+                let devices = f.devices.iter().map(|(_, d)| d.ifname);
+                pools.chain(devices.take(if pools_only { 0 } else { usize::MAX }))
             })
             .filter_map(|raw| crate::model::c_name(&raw))
             .collect()
@@ -648,6 +650,56 @@ mod tests {
         ));
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    /// What `--dev` can pick: the pools' devices, and unless pools only, devices seen without a
+    /// pool (a drop on `lo`).
+    #[test]
+    fn device_names_are_the_pools_and_the_devices_seen() {
+        let name = |n: &str| {
+            let mut raw = [0u8; 16];
+            raw[..n.len()].copy_from_slice(n.as_bytes());
+            raw
+        };
+        let mut id = PoolIdentity::EMPTY;
+        id.ifname = name("eth0");
+        let frame = Frame {
+            pools: vec![
+                RecordedPool {
+                    pool: 1,
+                    counters: PoolCounters::default(),
+                    identity: Some(id),
+                    gve_queue: None,
+                    state: None,
+                },
+                // A pool whose identity was never read names nothing.
+                RecordedPool {
+                    pool: 2,
+                    counters: PoolCounters::default(),
+                    identity: None,
+                    gve_queue: None,
+                    state: None,
+                },
+            ],
+            devices: vec![(
+                3,
+                DeviceIdentity {
+                    ifindex: 1,
+                    napi_id: 0,
+                    netdev: 3,
+                    ifname: name("lo"),
+                },
+            )],
+            ..Frame::default()
+        };
+        let rec = Recording {
+            header: header(),
+            frames: vec![Frame::default(), frame],
+            cut_off: None,
+        };
+        let names = |pools_only| rec.device_names(pools_only).into_iter().collect::<Vec<_>>();
+        assert_eq!(names(false), ["eth0", "lo"]);
+        assert_eq!(names(true), ["eth0"]);
     }
 
     #[test]

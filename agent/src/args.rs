@@ -81,6 +81,10 @@ pub fn parse_agent_url(s: &str) -> Result<String, String> {
     let example = "e.g. http://127.0.0.1:9464";
     match t.strip_prefix("http://") {
         Some(rest) if !rest.is_empty() && !rest.starts_with('/') => match url::Url::parse(t) {
+            // The snapshot's path and query are added after it (`ConnectSource`).
+            Ok(u) if u.query().is_some() || u.fragment().is_some() => Err(format!(
+                "'{s}': an agent's address takes no query or fragment ({example})"
+            )),
             Ok(u) if u.host().is_some() => Ok(t.to_string()),
             Ok(_) => Err(format!("'{s}' names no host ({example})")),
             Err(e) => Err(format!("'{s}': {e} ({example})")),
@@ -132,6 +136,12 @@ mod tests {
         let e = parse_agent_url("http://127.0.0.1:99999").unwrap_err();
         assert!(e.contains("invalid port number"), "{e}");
         assert!(parse_agent_url("http://[::1:9464").is_err());
+        for query in ["http://h:9464?x", "http://h:9464/#top"] {
+            let e = parse_agent_url(query).unwrap_err();
+            assert!(e.contains("no query or fragment"), "{e}");
+        }
+        assert!(parse_agent_url("http://[::1]:9464").is_ok());
+        assert!(parse_agent_url("http://localhost:9464/").is_ok());
     }
 
     #[test]

@@ -391,7 +391,7 @@ fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
                 format!("{dev} ({}) {}", p.pool, h.name())
             })
             .collect();
-        return Err(Findings(format!(
+        return Err(Exit::findings(format!(
             "{} pool(s) need attention: {}",
             findings.len(),
             named.join(", ")
@@ -401,24 +401,12 @@ fn diagnose(opts: &DiagnoseArgs) -> Result<()> {
     Ok(())
 }
 
-/// What `diagnose --check` found (exit 3, after the report): pools that need attention.
-#[derive(Debug)]
-struct Findings(String);
-
-impl std::fmt::Display for Findings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Findings {}
-
 /// A new temporary file in the directory of `path` (the file a command will write, named by
 /// `flag`), readable by all: a path that cannot take a file is a bad argument (exit 2), said
 /// before any work. Never an existing file or a link followed.
 fn temp_beside(flag: &str, path: &std::path::Path) -> Result<tempfile::NamedTempFile> {
     if path.is_dir() {
-        return Err(BadArgument(format!(
+        return Err(Exit::bad_argument(format!(
             "{flag} {}: a directory, not a file",
             path.display()
         ))
@@ -444,7 +432,7 @@ fn temp_beside(flag: &str, path: &std::path::Path) -> Result<tempfile::NamedTemp
             } else {
                 "no such directory".into()
             };
-            BadArgument(format!(
+            Exit::bad_argument(format!(
                 "{flag} {}: cannot create a file in {}: {why}",
                 path.display(),
                 dir.display(),
@@ -634,17 +622,32 @@ fn doctor(json: bool, check: bool, probe: &ProbeArgs) -> Result<()> {
     }
 }
 
-/// An argument that parsed but names nothing real (exit 2, like clap's own refusals).
+/// An end with an exit code of its own (README's exit codes), its message one sentence.
 #[derive(Debug)]
-struct BadArgument(String);
+struct Exit {
+    code: u8,
+    message: String,
+}
 
-impl std::fmt::Display for BadArgument {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+impl Exit {
+    /// An argument that parsed but names nothing real: exit 2, like clap's own refusals.
+    fn bad_argument(message: String) -> Self {
+        Self { code: 2, message }
+    }
+
+    /// What `diagnose --check` found, after the report: exit 3.
+    fn findings(message: String) -> Self {
+        Self { code: 3, message }
     }
 }
 
-impl std::error::Error for BadArgument {}
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Exit {}
 
 /// A recording to replay, whose devices include `dev` if one is asked for (devices with a pool
 /// when `pools_only`: a simulation replays pools): a name it does not hold is a typo to say,
@@ -669,7 +672,7 @@ fn read_recording(
             } else {
                 "device"
             };
-            return Err(BadArgument(format!(
+            return Err(Exit::bad_argument(format!(
                 "--dev {d}: no {what} of that name in {} ({held})",
                 path.display()
             ))
@@ -683,7 +686,7 @@ fn read_recording(
 /// before anything is loaded.
 fn check_device(dev: Option<&str>) -> Result<()> {
     match dev {
-        Some(d) if !ppscope::host::ethtool::device_exists(d) => Err(BadArgument(format!(
+        Some(d) if !ppscope::host::ethtool::device_exists(d) => Err(Exit::bad_argument(format!(
             "--dev {d}: no device of that name in this or any named network namespace"
         ))
         .into()),
@@ -785,12 +788,9 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ppscope: {e:#}");
-            if e.downcast_ref::<BadArgument>().is_some() {
-                ExitCode::from(2)
-            } else if e.downcast_ref::<Findings>().is_some() {
-                ExitCode::from(3)
-            } else {
-                ExitCode::FAILURE
+            match e.downcast_ref::<Exit>() {
+                Some(exit) => ExitCode::from(exit.code),
+                None => ExitCode::FAILURE,
             }
         }
     }

@@ -189,37 +189,69 @@ pub fn write_recording(
     }
 }
 
+/// How a veth pool's ring of 256 is overrun at every 10th step of
+/// [`write_overrun_recording`] (the other steps: one slow path of 8–16 µs, 64 pages in).
+pub struct Overrun {
+    /// Slow-path calls in the step (each after an empty refill).
+    pub slow_calls: u64,
+    /// Of them, slow paths of 8–16 µs and of 65–131 µs.
+    pub slow_8us: u64,
+    pub slow_65us: u64,
+    /// Pages the full ring sent back to the allocator.
+    pub released: u64,
+    /// Pages the slow paths brought in.
+    pub pages_in: u64,
+}
+
+impl Overrun {
+    /// A ring overrun by 600 pages, whose refills then find it empty 120 times.
+    pub const HARD: Overrun = Overrun {
+        slow_calls: 120,
+        slow_8us: 30,
+        slow_65us: 10,
+        released: 600,
+        pages_in: 600,
+    };
+}
+
 /// Writes 3 s at 10 ms of one veth pool whose ring of 256 is overrun every 100 ms: the slow path
 /// and ring-full returns come in bursts, and the advice grows the ring.
 pub fn write_starving_recording(path: &Path) {
+    // Its device joins the pool to the timeline (an alias in the recording).
+    write_overrun_recording(path, 0x1000, 0xffff_8880_0042_0000, &Overrun::HARD);
+}
+
+/// Writes 3 s at 10 ms of the veth1 pool at `pool` (its device `netdev`, 0: unknown), 1,000
+/// pages allocated and recycled (400 into the cache) a step, and every 10th step `overrun`.
+pub fn write_overrun_recording(path: &Path, pool: u64, netdev: u64, overrun: &Overrun) {
     let coverage = Coverage::per_page();
     let mut id = identity("veth1");
     id.driver[..4].copy_from_slice(b"veth");
     id.pool_size = 256;
     id.ring_size = 256;
-    // Its device, which joins the pool to the timeline (an alias in the recording).
-    id.netdev = 0xffff_8880_0042_0000;
+    id.netdev = netdev;
     id.known |= PoolIdentity::KNOWN_POOL_SIZE | PoolIdentity::KNOWN_RING_SIZE;
     let t0 = Instant::now();
     let mut c = PoolCounters::default();
     let samples = (0..=300u64).map(|i| {
         if i > 0 {
             let burst = i % 10 == 0;
+            let on_burst = |n: u64, otherwise: u64| if burst { n } else { otherwise };
             c.alloc_calls += 1000;
             c.refill_calls += 15;
             c.refill_pages += 15 * 64;
-            c.slow_calls += if burst { 120 } else { 1 };
-            c.refill_empty += if burst { 120 } else { 1 };
+            c.slow_calls += on_burst(overrun.slow_calls, 1);
+            c.refill_empty += on_burst(overrun.slow_calls, 1);
             c.slow_ns_sum += 20_000;
-            c.slow_hist[13] += if burst { 30 } else { 1 };
-            c.slow_hist[16] += u64::from(burst) * 10;
+            c.slow_hist[13] += on_burst(overrun.slow_8us, 1);
+            c.slow_hist[16] += on_burst(overrun.slow_65us, 0);
             c.put_calls += 1000;
             c.put_cached += 400;
-            c.put_released += if burst { 600 } else { 0 };
-            c.hold_pages += if burst { 600 } else { 64 };
-            c.release_pages += if burst { 600 } else { 0 };
+            c.put_released += on_burst(overrun.released, 0);
+            c.hold_pages += on_burst(overrun.pages_in, 64);
+            c.release_pages += on_burst(overrun.released, 0);
         }
-        one_pool_sample(t0 + Duration::from_millis(10 * i), 0x1000, c, id)
+        one_pool_sample(t0 + Duration::from_millis(10 * i), pool, c, id)
     });
     write_recording(
         path,

@@ -369,52 +369,22 @@ fn simulated_all_scenarios() {
 /// ring overflows in bursts every 100 ms; replayed through the same source `top --replay`
 /// uses.
 fn replayed_app() -> App {
-    use ppscope::{model::Coverage, source::ReplaySource, testing};
-    use ppscope_common::{PoolCounters, PoolIdentity};
-    use std::time::Instant;
+    use ppscope::{source::ReplaySource, testing};
 
     // A fixed path: the footer names the file and the frame is compared as a snapshot.
     let dir = std::path::PathBuf::from("/tmp/ppscope-tui-replay");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("veth.ppr");
-    let coverage = Coverage::per_page();
-    let mut id = testing::identity("veth1");
-    id.driver[..4].copy_from_slice(b"veth");
-    id.pool_size = 256;
-    id.ring_size = 256;
-    id.known |= PoolIdentity::KNOWN_POOL_SIZE | PoolIdentity::KNOWN_RING_SIZE;
-    let t0 = Instant::now();
-    let mut samples = Vec::new();
-    let mut c = PoolCounters::default();
-    for i in 0..=300u64 {
-        if i > 0 {
-            // 1,000 allocations per 10 ms; every 10th step a burst of 600 frees overruns the
-            // 256-entry ring and the next refills find it empty.
-            let burst = i % 10 == 0;
-            c.alloc_calls += 1000;
-            c.refill_calls += 15;
-            c.refill_pages += 15 * 64;
-            c.slow_calls += if burst { 4 } else { 1 };
-            c.refill_empty += if burst { 4 } else { 1 };
-            c.slow_ns_sum += 20_000;
-            c.slow_hist[13] += if burst { 3 } else { 1 };
-            c.slow_hist[16] += u64::from(burst);
-            c.put_calls += 1000;
-            c.put_cached += 400;
-            c.put_released += if burst { 344 } else { 0 };
-            c.hold_pages += if burst { 256 } else { 64 };
-            c.release_pages += if burst { 344 } else { 0 };
-        }
-        let at = t0 + Duration::from_millis(10 * i);
-        samples.push(testing::one_pool_sample(at, 0xffff_8880_1234_0000, c, id));
-    }
-    testing::write_recording(
-        &path,
-        &testing::facts("7.2.13-test", coverage),
-        Duration::from_millis(10),
-        t0,
-        samples,
-    );
+    // 1,000 allocations per 10 ms; every 10th step a burst of 600 frees overruns the
+    // 256-entry ring and the next refills find it empty.
+    let overrun = testing::Overrun {
+        slow_calls: 4,
+        slow_8us: 3,
+        slow_65us: 1,
+        released: 344,
+        pages_in: 256,
+    };
+    testing::write_overrun_recording(&path, 0xffff_8880_1234_0000, 0, &overrun);
     let mut src = ReplaySource::open(&path).unwrap();
     let mut app = App::new(src.describe(), Duration::from_secs(1));
     for _ in 0..2 {

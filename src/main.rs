@@ -426,9 +426,16 @@ fn temp_beside(flag: &str, path: &std::path::Path) -> Result<tempfile::NamedTemp
         .tempfile_in(dir)
         .map_err(|e| {
             let why = if dir.is_dir() {
-                // The OS's reason (permissions, a read-only file system), without
-                // tempfile's name for the file it tried.
-                std::io::Error::from(e.kind()).to_string()
+                // The OS's reason (permissions, a read-only file system), without the
+                // error's number or tempfile's name for the file it tried ("Permission denied
+                // (os error 13) at path …").
+                let text = e.to_string();
+                let end = [" (os error", " at path"]
+                    .iter()
+                    .filter_map(|cut| text.find(cut))
+                    .min()
+                    .unwrap_or(text.len());
+                text[..end].to_lowercase()
             } else {
                 "no such directory".into()
             };

@@ -281,6 +281,18 @@ fn an_html_report_that_cannot_be_written_is_said_before_the_work() {
         &["record", "-o", dir.to_str().unwrap()],
         "a directory, not a file",
     );
+    // The OS's own reason, in words (not the kind's "entity not found", nor a temporary
+    // file's name): /proc takes no new file.
+    refused(
+        &[
+            "simulate",
+            "--scenario",
+            "healthy",
+            "--html",
+            "/proc/ppscope.html",
+        ],
+        "--html /proc/ppscope.html: cannot create a file in /proc: no such file or directory",
+    );
 }
 
 #[test]

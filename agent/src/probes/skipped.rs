@@ -42,17 +42,15 @@ use crate::{
     snapshot::{Backend, HookMissed, HookStatus},
 };
 
-/// A hook's runs the kernel skipped since its programs were loaded (that is, since it
-/// attached), and the backend serving it.
+/// What a hook's programs missed since they were loaded (that is, since it attached), as its
+/// status carries it, and the backend serving it. The dropped kprobe hits (returns, for a
+/// kretprobe) are None unless the hook is on kprobes, the kernel counts them
+/// (`SkippedRunsCounted::kprobes_and_tracepoints`) and its links were read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Skipped {
     hook: &'static str,
     backend: Backend,
-    runs: u64,
-    /// Hits of the hook's kprobes (returns, for a kretprobe) the kernel dropped before any
-    /// program ran, since they were attached: None unless the hook is on kprobes, the kernel
-    /// counts them (`SkippedRunsCounted::kprobes_and_tracepoints`) and its links were read.
-    kprobe_missed: Option<u64>,
+    missed: HookMissed,
 }
 
 /// Which programs' skipped runs this kernel counts, found in its BTF.
@@ -92,9 +90,9 @@ fn serves_and_counted(
 /// What a count of [`Skipped`] lost: its key in [`SkipCheck`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Lost {
-    /// Runs of the hook's programs (`Skipped::runs`).
+    /// Runs of the hook's programs (`HookMissed::skipped_runs`).
     Runs,
-    /// Hits of its kprobes (`Skipped::kprobe_missed`).
+    /// Hits of its kprobes (`HookMissed::kprobe_hits_dropped`).
     KprobeHits,
 }
 
@@ -121,8 +119,9 @@ impl SkipCheck {
         let counts = || {
             now.iter().flat_map(|s| {
                 [
-                    Some(((s.hook, Lost::Runs), s.runs, s.backend)),
-                    s.kprobe_missed
+                    Some(((s.hook, Lost::Runs), s.missed.skipped_runs, s.backend)),
+                    s.missed
+                        .kprobe_hits_dropped
                         .map(|m| ((s.hook, Lost::KprobeHits), m, s.backend)),
                 ]
                 .into_iter()
@@ -299,14 +298,16 @@ impl Probes {
             .map(|(hook, backend, runs, kprobes)| Skipped {
                 hook,
                 backend,
-                runs,
-                kprobe_missed: if kprobes.is_empty() {
-                    None
-                } else {
-                    kprobes
-                        .iter()
-                        .map(|id| missed.get(id).copied().flatten())
-                        .sum()
+                missed: HookMissed {
+                    skipped_runs: runs,
+                    kprobe_hits_dropped: if kprobes.is_empty() {
+                        None
+                    } else {
+                        kprobes
+                            .iter()
+                            .map(|id| missed.get(id).copied().flatten())
+                            .sum()
+                    },
                 },
             })
             .collect()
@@ -331,10 +332,7 @@ fn record_missed(hooks: &mut [HookStatus], skipped: &[Skipped]) {
         status.missed = skipped
             .iter()
             .find(|s| status.hook == s.hook)
-            .map(|s| HookMissed {
-                skipped_runs: s.runs,
-                kprobe_hits_dropped: s.kprobe_missed,
-            });
+            .map(|s| s.missed);
     }
 }
 
@@ -449,11 +447,18 @@ mod tests {
     use super::*;
 
     fn skipped(hook: &'static str, runs: u64) -> Skipped {
+        with_hits(hook, runs, None)
+    }
+
+    /// On kprobes, with `hits` of its kprobes dropped.
+    fn with_hits(hook: &'static str, runs: u64, hits: Option<u64>) -> Skipped {
         Skipped {
             hook,
             backend: Backend::Kprobe,
-            runs,
-            kprobe_missed: None,
+            missed: HookMissed {
+                skipped_runs: runs,
+                kprobe_hits_dropped: hits,
+            },
         }
     }
 
@@ -500,14 +505,12 @@ mod tests {
     #[test]
     fn the_warning_says_what_skips_a_program_on_its_backend() {
         let mut check = SkipCheck::default();
-        let fentry = Skipped {
-            hook: "recycle",
+        let fentry = |runs| Skipped {
             backend: Backend::Fentry,
-            runs: 0,
-            kprobe_missed: None,
+            ..skipped("recycle", runs)
         };
-        check.observe(&[skipped("alloc", 0), fentry]);
-        let w = check.observe(&[skipped("alloc", 2), Skipped { runs: 2, ..fentry }]);
+        check.observe(&[skipped("alloc", 0), fentry(0)]);
+        let w = check.observe(&[skipped("alloc", 2), fentry(2)]);
         assert!(
             w[0].contains("a BPF map system call, ppscope's own reads included,"),
             "{w:?}"
@@ -519,10 +522,7 @@ mod tests {
     #[test]
     fn a_hooks_dropped_kprobe_hits_are_warned_of_apart_from_its_skipped_runs() {
         let mut check = SkipCheck::default();
-        let recycle = |runs, missed| Skipped {
-            kprobe_missed: missed,
-            ..skipped("recycle", runs)
-        };
+        let recycle = |runs, hits| with_hits("recycle", runs, hits);
         check.observe(&[recycle(0, Some(7))]);
         // Its programs' count moved, its kprobes' did not: one warning, of skipped runs.
         let w = check.observe(&[recycle(2, Some(7))]);
@@ -547,10 +547,7 @@ mod tests {
         let status =
             |hook: &'static str| crate::testing::hook_status(hook, Some(Backend::Kprobe), None);
         let mut hooks = vec![status("alloc"), status("recycle")];
-        let recycle = Skipped {
-            kprobe_missed: Some(30),
-            ..skipped("recycle", 2)
-        };
+        let recycle = with_hits("recycle", 2, Some(30));
         record_missed(&mut hooks, &[skipped("alloc", 0), recycle]);
         assert_eq!(
             hooks.iter().map(|h| h.missed).collect::<Vec<_>>(),

@@ -25,6 +25,11 @@ pub fn bytes(b: u64) -> String {
     }
 }
 
+/// A count with its noun, singular for one: "1 run", "5 runs".
+pub fn count_of(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// A share as a percentage with one decimal: "99.5%".
 pub fn pct(r: f64) -> String {
     format!("{:.1}%", r * 100.0)
@@ -47,5 +52,8 @@ mod tests {
         assert_eq!(binary_scale(3 << 30, 2), (3072.0, 2), "capped at MiB");
         assert_eq!(pct_or_unknown(Some(0.995)), "99.5%");
         assert_eq!(pct_or_unknown(None), "?");
+        assert_eq!(count_of(1, "run", "runs"), "1 run");
+        assert_eq!(count_of(0, "run", "runs"), "0 runs");
+        assert_eq!(count_of(40, "hit", "hits"), "40 hits");
     }
 }

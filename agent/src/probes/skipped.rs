@@ -40,6 +40,7 @@ use crate::{
     host::btf::KernelBtf,
     model::{since, SkippedRunsCounted},
     snapshot::{Backend, HookMissed, HookStatus},
+    units::count_of,
 };
 
 /// What a hook's programs missed since they were loaded (that is, since it attached), as its
@@ -160,19 +161,19 @@ fn warning(hook: &str, what: Lost, backend: Backend, lost: u64) -> String {
                 _ => "the hook's program would have nested in itself on the same CPU",
             };
             format!(
-                "{hook}: the kernel skipped {lost} {} of ppscope's programs on this hook ({why}), \
+                "{hook}: the kernel skipped {} of ppscope's programs on this hook ({why}), \
                  so its figures lack up to that many events, and more as it goes on \
                  (ppscope_skipped_runs_total)",
-                if lost == 1 { "run" } else { "runs" }
+                count_of(lost, "run", "runs")
             )
         }
         Lost::KprobeHits => format!(
-            "{hook}: the kernel dropped {lost} {} of ppscope's kprobes on this hook before any \
+            "{hook}: the kernel dropped {} of ppscope's kprobes on this hook before any \
              program ran (a kprobe hit while another kprobe's handler, any tool's, runs on the \
              CPU is dropped, and a kretprobe's return when all its instances are in use; \
              --backend fentry, where the kernel has it, uses no kprobes), so its figures lack \
              up to that many events, and more as it goes on (ppscope_kprobe_missed_total)",
-            if lost == 1 { "hit" } else { "hits" }
+            count_of(lost, "hit", "hits")
         ),
     }
 }

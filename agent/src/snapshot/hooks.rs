@@ -81,8 +81,8 @@ pub enum MissedNote {
 
 impl HookStatus {
     /// What a report says of the events this hook's programs missed: counted ones in words
-    /// ("the kernel skipped 5 runs of its programs …"), and on kprobes a dropped-hit count that could not be
-    /// read said so rather than taken for none.
+    /// ("the kernel skipped 5 runs of its programs …"), and on kprobes a dropped-hit count
+    /// that could not be read said so rather than taken for none.
     pub fn missed_note(&self) -> MissedNote {
         let (Some(backend), Some(m)) = (self.backend, self.missed) else {
             return match self.backend {
@@ -117,19 +117,18 @@ impl HookMissed {
     /// What was missed, for people: "the kernel skipped 5 runs of its programs and dropped 40
     /// hits of its kprobes" (only where [`Self::any`]).
     fn describe(&self) -> String {
-        let plural =
-            |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        use crate::units::count_of;
         let mut parts = Vec::new();
         if self.skipped_runs > 0 {
             parts.push(format!(
                 "skipped {} of its programs",
-                plural(self.skipped_runs, "run", "runs")
+                count_of(self.skipped_runs, "run", "runs")
             ));
         }
         if let Some(dropped) = self.kprobe_hits_dropped.filter(|d| *d > 0) {
             parts.push(format!(
                 "dropped {} of its kprobes",
-                plural(dropped, "hit", "hits")
+                count_of(dropped, "hit", "hits")
             ));
         }
         format!("the kernel {}", parts.join(" and "))

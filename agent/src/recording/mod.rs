@@ -546,8 +546,8 @@ impl Recording {
             .iter()
             .flat_map(|f| {
                 let pools = f.pools.iter().filter_map(|p| p.identity.map(|i| i.ifname));
-                let devices = f.devices.iter().map(|(_, d)| d.ifname);
-                pools.chain(devices.take(if pools_only { 0 } else { usize::MAX }))
+                let devices = f.devices.iter().filter(|_| !pools_only);
+                pools.chain(devices.map(|(_, d)| d.ifname))
             })
             .filter_map(|raw| crate::model::c_name(&raw))
             .collect()

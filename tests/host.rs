@@ -442,19 +442,12 @@ fn doctor_reports_even_when_the_backend_is_refused() {
         .unwrap();
     assert_eq!(plain.status.code(), Some(0), "{plain:?}");
     let report: Value = serde_json::from_slice(&plain.stdout).unwrap();
-    let refused: Vec<&str> = report["hooks"]
-        .as_array()
-        .unwrap()
+    let hooks: Vec<ppscope::snapshot::HookStatus> =
+        serde_json::from_value(report["hooks"].clone()).unwrap();
+    let refused: Vec<&str> = hooks
         .iter()
-        .filter(|h| {
-            let reasons = h["reasons"].as_array().unwrap();
-            h["backend"].is_null()
-                && !reasons.iter().any(|r| {
-                    let r = r.as_str().unwrap();
-                    r.ends_with("module not loaded") || r.starts_with("left off by")
-                })
-        })
-        .map(|h| h["hook"].as_str().unwrap())
+        .filter(|h| !h.attached() && !h.module_absent() && !h.left_off())
+        .map(|h| &*h.hook)
         .collect();
     let checked = Command::new(PPSCOPE)
         .args(["doctor", "--check"])

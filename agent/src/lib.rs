@@ -18,6 +18,10 @@
 //! - [`recording`]: the file format of `ppscope record`;
 //! - [`export`]: the agent: metrics, HTTP, the collection loop;
 //! - [`report`]: `diagnose`, `doctor` and `simulate` output.
+//!
+//! These pages are the developers' map, read with `cargo doc --document-private-items`: a
+//! folder's overview names its private files too.
+#![allow(rustdoc::private_intra_doc_links)]
 pub mod advice;
 pub mod args;
 pub mod export;

@@ -73,7 +73,7 @@ pub struct KernelOffsets {
     pub pool_mp: u32,
     /// `struct net_device`: `ifindex` (int).
     pub netdev_ifindex: u32,
-    /// `struct net_device`: `name` (char[16]).
+    /// `struct net_device`: `name` (`char[16]`).
     pub netdev_name: u32,
     /// `struct page` / `struct net_iov`: `pp` (the owning pool), for bulk frees without a pool arg.
     pub page_pp: u32,

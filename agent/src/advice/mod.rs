@@ -5,7 +5,7 @@
 //! - [`profile`]: samples → a burst profile per pool;
 //! - [`window`]: the rolling window (per-pool deltas) a live source keeps for it;
 //! - [`simulator`]: the page_pool model that replays a profile at any ring size;
-//! - [`advise`]: the rule that turns replays into an [`crate::snapshot::Advice`];
+//! - [`advise`](mod@advise): the rule that turns replays into an [`crate::snapshot::Advice`];
 //! - [`pools`]: every pool of a window advised, with its context read off its identity;
 //! - [`scenario`]: built-in profiles (`simulate --scenario`, `top --sim`).
 pub mod advise;

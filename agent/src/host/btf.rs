@@ -1,7 +1,7 @@
 //! Struct offsets from the running kernel's BTF (`/sys/kernel/btf/vmlinux`).
 //!
 //! Rust eBPF has no CO-RE relocations, so every field the programs read is located here at
-//! start and passed to them in [`ProbeConfig`]. A field that cannot be found stays
+//! start and passed to them in [`ProbeConfig`](ppscope_common::ProbeConfig). A field that cannot be found stays
 //! [`OFFSET_UNKNOWN`]: the programs then skip it and the report says the column is unknown.
 use std::{collections::HashMap, path::Path, sync::Mutex};
 

@@ -1,4 +1,4 @@
-//! The model: raw per-pool counters in, a [`Snapshot`] of what they mean out.
+//! The model: raw per-pool counters in, a [`Snapshot`](crate::snapshot::Snapshot) of what they mean out.
 //!
 //! Pure functions only, so every split and rate here is unit-tested without a kernel.
 //!

@@ -1,5 +1,5 @@
-//! The command-line faces for people (and scripts): `diagnose` text and JSON ([`text`],
-//! [`json`]), `doctor` ([`doctor`]), `simulate` ([`simulate`]) and the HTML report of
+//! The command-line faces for people (and scripts): `diagnose` text and JSON ([`text`](mod@text),
+//! [`json`](mod@json)), `doctor` ([`doctor`]), `simulate` ([`simulate`]) and the HTML report of
 //! `diagnose --html` and `simulate --html` ([`html`]).
 pub mod doctor;
 pub mod html;

@@ -10,7 +10,7 @@
 //! 4. `startup`: exec to first snapshot, ppscope vs bpftrace attaching the same hooks.
 //! 5. `simulator`: burst-profile replay speed and advice time.
 //!
-//! Each runs in [`host`] (this kernel) or [`vm`] (the lab, TCG); [`report`] writes the file.
+//! Each runs in `host` (this kernel) or `vm` (the lab, TCG); [`report`] writes the file.
 
 mod host;
 pub mod report;

@@ -65,7 +65,7 @@ struct MachineArgs {
     /// Guest CPUs.
     #[arg(long, default_value_t = 2)]
     cpus: u32,
-    /// Copy a host file or directory into the guest (default guest path: /lab/<name>;
+    /// Copy a host file or directory into the guest (default guest path: /lab/NAME;
     /// relative guest paths are under /lab).
     #[arg(long = "add", value_name = "HOST_PATH[:GUEST_PATH]")]
     add: Vec<String>,

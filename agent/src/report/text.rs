@@ -443,7 +443,10 @@ fn sites_section(s: &Snapshot, out: &mut String) {
                 let _ = writeln!(
                     out,
                     "gve: {}\n",
-                    h.reasons.first().map_or("not attached", |r| r.as_str())
+                    // A module's reason names it already ("gve: module not loaded").
+                    h.reasons
+                        .first()
+                        .map_or("not attached", |r| r.strip_prefix("gve: ").unwrap_or(r))
                 );
             }
         }
@@ -546,6 +549,22 @@ mod tests {
         assert!(!text(&s).contains("No ring-size advice"));
         s.backends.clear();
         assert_eq!(s.advice_unavailable(), None, "a simulation names no hooks");
+    }
+
+    #[test]
+    fn gve_says_why_it_has_no_figures_once() {
+        use crate::snapshot::{HookStatus, MODULE_NOT_LOADED};
+        let mut s = Snapshot::with_pools("k", 1.0, Vec::new());
+        s.backends.insert(
+            "gve_alloc".into(),
+            HookStatus {
+                reasons: vec![format!("gve: {MODULE_NOT_LOADED}")],
+                ..crate::testing::hook_status("gve_alloc", None, None)
+            },
+        );
+        let t = text(&s);
+        assert!(t.contains(&format!("\ngve: {MODULE_NOT_LOADED}\n")), "{t}");
+        assert!(!t.contains("gve: gve:"), "{t}");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //!    program on the same hook (fentry and kprobe in the VM lab, tracepoint on the host).
 //! 2. `workload`: throughput and CPU of three VM lab workloads with no probes, ppscope
 //!    (fentry, kprobe), bpftrace and libbpf-tools funclatency, alternating rounds.
-//! 3. `agent`: CPU share and RSS of `ppscope agent` with 1, 100 and 1,000 veth + XDP pools.
+//! 3. `agent`: CPU share and RSS of `ppscope agent` with 1, 100, 1,000 and 10,000 veth + XDP pools.
 //! 4. `startup`: exec to first snapshot, ppscope vs bpftrace attaching the same hooks.
 //! 5. `simulator`: burst-profile replay speed and advice time.
 //!

@@ -259,6 +259,19 @@ const PROBE_COST_WHY: &str = "\
   turns to start first; not kept): the fexit 292–341 ns a run with the marks, 299–310
   reading `pp`, the `pp` read the slower in three windows of four, within noise: no better;
   the marks stay.
+- **What taking the recycle's split from the kernel's stats would leave.** The fix the
+  notes name for the recycle (its body only counting the call in the pool's slot, the
+  cached/ring/ring-full split read from the kernel's page_pool stats instead) was priced on
+  2026-12-06: a build whose fexit and kretprobe did only that (`count_page!`, the alloc's
+  body; not kept), one run of `--only probe-cost`, six windows. fentry `recycle` 1.50×
+  (1.36–1.64 a window), beside fentry `alloc`, the same body on its own hook over the same
+  windows, 1.44× (1.24–1.47), and the one add 1.13×; kprobe `recycle` 1.43× (1.31–1.56), its
+  counting pair 1.24×. So the fix brings the recycle to what the alloc costs, and the alloc's
+  body (the CPU's slot picked by the pool's address, its compare, one count) is at the target
+  in one boot (1.25× in the table's run) and over it in the next (1.44×, the same tree): no
+  per-pool count on these hooks meets 1.25× under TCG by more than the windows move. For
+  that the fix would give up full's exact split per 10 ms step (the kernel's stats are per
+  read, and over netlink per network namespace); not done.
 - `recycle` on kprobes: a kretprobe's registers no longer hold the arguments, so the entry
   hands the pool and the page to the return in a per-CPU frame (`ebpf/src/frames.rs`), checked
   against the task until 2026-12-05, against the stack pointer at the call since. The last

@@ -6,12 +6,15 @@
 #   tool-error CONFIG TEXT
 #   startup TOOL MS
 #
-# Usage: bench-vm.sh ROUNDS SECONDS PHASES CONFIGS [STARTUPS [FLOOR_ROUNDS]]
+# Usage: bench-vm.sh ROUNDS SECONDS PHASES CONFIGS [STARTUPS [FLOOR_ROUNDS [OURS_COPIES]]]
 #   PHASES: comma list of floor, workload, startup
 #   CONFIGS: comma list of none, fentry, kprobe, light, bpftrace, funclatency
 #   STARTUPS: start-up measurements per tool (default 3; `cargo xtask bench` asks for 5)
 #   FLOOR_ROUNDS: rounds of the floor phase (default ROUNDS; `cargo xtask bench` asks for
 #   twice ROUNDS, ROUNDS with --quick)
+#   OURS_COPIES: ppscope instances in each floor window (default 1; `cargo xtask bench` asks
+#   for as many as the floor's copies): each loads its own programs, and the host takes their
+#   mean, as it does the floor's
 # Needs /lab/bench-probe, /lab/bursty, /lab/ppscope.o (the eBPF object); bpftrace and
 # funclatency where the configs name them.
 set -u
@@ -22,6 +25,7 @@ PHASES=$3
 CONFIGS=$(echo "$4" | tr , ' ')
 STARTUPS=${5:-3}
 FLOOR_ROUNDS=${6:-$ROUNDS}
+OURS_COPIES=${7:-1}
 OBJ=/lab/ppscope.o
 BT_SCRIPT=/tmp/pp.bt
 # No workload run may take more than this (a stuck one is a "nan" row, not a lost run). The
@@ -56,6 +60,17 @@ poll_for /tmp/xdp.log attached 1200 || { echo "tool-error xdp $(cat /tmp/xdp.log
 TOOL=""
 CURRENT=""
 FAILED=" "
+# ppscope as a configuration runs it: `diagnose` for an hour, stopped when done. $! is its pid.
+start_ppscope() { # config log
+    case $1 in
+        fentry) set -- "$2" --backend auto ;;
+        kprobe) set -- "$2" --backend kprobe ;;
+        light) set -- "$2" --detail light ;;
+    esac
+    log=$1
+    shift
+    ppscope diagnose --duration 1h --json "$@" >/dev/null 2>"$log" &
+}
 start_tool() { # config -> 0 when running (or nothing to run)
     TOOL=""
     CURRENT=$1
@@ -64,11 +79,7 @@ start_tool() { # config -> 0 when running (or nothing to run)
     rm -f /tmp/tool.log
     case $1 in
         none) return 0 ;;
-        fentry) ppscope diagnose --duration 1h --json --backend auto >/dev/null 2>/tmp/tool.log &
-            TOOL=$!; pat="watching page_pools" ;;
-        kprobe) ppscope diagnose --duration 1h --json --backend kprobe >/dev/null 2>/tmp/tool.log &
-            TOOL=$!; pat="watching page_pools" ;;
-        light) ppscope diagnose --duration 1h --json --detail light >/dev/null 2>/tmp/tool.log &
+        fentry|kprobe|light) start_ppscope "$1" /tmp/tool.log
             TOOL=$!; pat="watching page_pools" ;;
         bpftrace) bpftrace $BT_SCRIPT >/tmp/tool.log 2>&1 &
             TOOL=$!; pat="bpftrace-ready" ;;
@@ -168,6 +179,20 @@ if has_phase floor; then
         # light's floor: fentry's, and empty programs on light's own per-event hooks.
         floor=$b
         if start_tool "$b"; then
+            # More instances of ppscope beside the first (OURS_COPIES in all): under TCG a
+            # program's cost moves with where it was loaded, so ppscope's side is a mean of
+            # loads as the floor is (one load a window moved a row by about ±0.25).
+            copies=""
+            k=2
+            while [ "$k" -le "$OURS_COPIES" ]; do
+                # A stale log's line would pass for this start's.
+                rm -f /tmp/tool$k.log
+                start_ppscope "$b" /tmp/tool$k.log
+                copies="$copies $!"
+                poll_for /tmp/tool$k.log "watching page_pools" 1200 ||
+                    echo "tool-error $b copy $k $(tr '\n' ' ' </tmp/tool$k.log | cut -c1-300)"
+                k=$((k + 1))
+            done
             # The floor programs sit on the same functions as ppscope's, over the same packets.
             # The previous backend's file goes first: the background job truncates it only
             # when it starts, and its stale floor-ready would start the traffic too early.
@@ -179,6 +204,7 @@ if has_phase floor; then
             timeout "$LIMIT" /usr/sbin/ip netns exec ppc iperf3 -c 198.18.1.2 -t "$SECS" >/dev/null 2>&1
             wait "$F"
             cat /tmp/floor.txt
+            for pid in $copies; do stop_pid "$pid" "$b"; done
             stop_tool
         fi
         echo "floor-end $b"

@@ -278,7 +278,8 @@ pub fn parse_prog_lines(text: &str) -> ProgRuns {
 }
 
 /// Calls and ns per call summed over `names`: each name's copies taken together (`FLOOR_COPIES`:
-/// one program's figure moves with where it was loaded; ppscope's programs have one copy),
+/// one program's figure moves with where it was loaded; in the VM lab ppscope's programs come
+/// in as many copies, one per instance, on the host in one),
 /// its calls the copies' mean and its ns per call their total over their calls (the copies'
 /// mean, as they run over the same calls); the calls are the fewest of `names`'. None when
 /// there are no names or one of them never ran.
@@ -352,10 +353,15 @@ pub fn light_cost_row(place: &str, windows: &[String], res: &mut Results) {
         ) else {
             continue;
         };
+        // Each program's copies (one per ppscope instance) as their mean: one instance's cost.
         let ran: Vec<(&String, (u64, u64))> = m
             .iter()
             .filter(|(name, _)| ours_names.contains(&name.as_str()))
-            .map(|(name, c)| (name, copies_total(c)))
+            .map(|(name, c)| {
+                let (runs, ns) = copies_total(c);
+                let n = c.len() as u64;
+                (name, (runs / n, ns / n))
+            })
             .collect();
         let total_ns: u64 = ran.iter().map(|(_, (_, ns))| ns).sum();
         for (name, (runs, ns)) in ran {

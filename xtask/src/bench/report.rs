@@ -188,12 +188,16 @@ const PROBE_COST_WHY: &str = "\
   1.21× and 1.07× in one run and 1.70× and 1.74× in the next, of the same tree. Since then
   the floor is the mean of three copies (`FLOOR_COPIES`, `xtask/src/bench/mod.rs`), a row's
   counting program has three copies too, and the ratio is ppscope against that floor window
-  by window, the median over windows with their range. Windows still move, ppscope's programs
+  by window, the median over windows with their range. Windows still moved, ppscope's programs
   being one load a window: in three boots of one build, two windows each, a row's ratio moved
   by about ±0.25 from one window to the next, more on the kprobe pair, within a boot as much
-  as between boots (fentry `recycle` 1.51–2.04×, `alloc` 1.23–1.63×). So the lab runs twice
-  as many probe-cost windows as rounds (six at the default three), and a VM row missed or met
-  by less than about 0.1 is not a finding.
+  as between boots (fentry `recycle` 1.51–2.04×, `alloc` 1.23–1.63×; the same tree's fentry
+  `alloc` came out at 1.25× in one full run and 1.44× in a probe-cost run the next day). So
+  the lab runs twice as many probe-cost windows as rounds (six at the default three), and
+  since 2026-12-06 ppscope's side is a mean of loads as the floor is: as many `diagnose`
+  instances a window as the floor has copies (`OURS_COPIES` in `xtask/vm-tests/bench-vm.sh`),
+  each with its own programs on the hook, their mean one instance's cost. A VM row missed or
+  met by less than about 0.1 is still not a finding.
 - **What counting at all costs.** The table's last column is a program that adds one to a
   per-CPU array slot and does nothing else, on the same hook over the same packets (on the
   kprobe recycle a pair that hands the call's arguments over first: see that row's paragraph
@@ -616,7 +620,8 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
              the fentry recycle is one fexit program (it sees the arguments), set against an \
              empty fexit. The floor is the mean of {FLOOR_COPIES} copies of the empty program, \
              each loaded on its own (identical programs over the same calls differ with where \
-             they sit in memory: see below the table), and the ratio is taken window by window, \
+             they sit in memory: see below the table), in the VM lab ppscope's side the mean of \
+             as many instances, each with its own programs, and the ratio is taken window by window, \
              ppscope against the floor over the same calls: the median over windows, with their \
              range. Target: ppscope ≤ {BODY_RATIO_TARGET}× the floor. The last column is \
              a third program on the same hook over the same packets, one add to a per-CPU \

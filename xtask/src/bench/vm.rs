@@ -5,7 +5,7 @@ use anyhow::Result;
 use std::time::Duration;
 
 use super::report::{StartupRow, WorkloadRow};
-use super::{host, BenchArgs, Results, Spread, Tools};
+use super::{host, BenchArgs, Results, Spread, Tools, FLOOR_COPIES};
 use crate::vm::{run_script, which, with_libs, Ppscope, VmRun};
 
 pub fn run(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
@@ -69,6 +69,8 @@ pub fn run(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
         // few hundredths; a window of the three backends takes about 75 s. The smoke run
         // keeps the rounds' count.
         floor_rounds.to_string(),
+        // ppscope's side in as many loads as the floor's (see the script).
+        FLOOR_COPIES.to_string(),
     ];
     eprintln!(
         "bench: VM lab ({}), {rounds} round(s) of {secs} s ({} of probe cost), configs {}",
@@ -291,5 +293,18 @@ prog bench_fx_refill 16 1600\nprog bench_tp_drops 200 4400\nfloor-end light\n";
         assert_eq!(light.ours.median, 14.0);
         assert_eq!(light.floor.median, 220.0);
         assert_eq!(light.hooks_floor.as_ref().map(|h| h.median), Some(6.0));
+
+        // ppscope in copies too (one per instance, `OURS_COPIES` in the script): one
+        // instance's cost, their mean, not their sum.
+        let ours = out.replace(
+            "prog fx_refill 16 8000\n",
+            "prog fx_refill 16 6000\nprog fx_refill 16 8000\nprog fx_refill 16 10000\n",
+        );
+        let mut r = Results::default();
+        parse(&ours, &[], &mut r);
+        let light = &r.light_cost[0];
+        assert_eq!((light.pages, light.ours.median), (1000, 14.0));
+        assert_eq!(light.programs[0].0, "fx_refill");
+        assert_eq!((light.programs[0].1, light.programs[0].2), (8.0, 500.0));
     }
 }

@@ -66,10 +66,11 @@ start_ppscope() { # config log
         fentry) set -- "$2" --backend auto ;;
         kprobe) set -- "$2" --backend kprobe ;;
         light) set -- "$2" --detail light ;;
+        *) echo "tool-error $1 not a ppscope config" >&2; return 1 ;;
     esac
-    log=$1
+    _log=$1
     shift
-    ppscope diagnose --duration 1h --json "$@" >/dev/null 2>"$log" &
+    ppscope diagnose --duration 1h --json "$@" >/dev/null 2>"$_log" &
 }
 start_tool() { # config -> 0 when running (or nothing to run)
     TOOL=""
@@ -188,9 +189,14 @@ if has_phase floor; then
                 # A stale log's line would pass for this start's.
                 rm -f /tmp/tool$k.log
                 start_ppscope "$b" /tmp/tool$k.log
-                copies="$copies $!"
-                poll_for /tmp/tool$k.log "watching page_pools" 1200 ||
-                    echo "tool-error $b copy $k $(tr '\n' ' ' </tmp/tool$k.log | cut -c1-300)"
+                pid=$!
+                copies="$copies $pid"
+                if ! poll_for /tmp/tool$k.log "watching page_pools" 1200 || ! kill -0 "$pid" 2>/dev/null; then
+                    # Said once, not waited for in every window: the later ones run one.
+                    echo "tool-error floor-copies-$b instance $k did not start, later windows run one: $(tr '\n' ' ' </tmp/tool$k.log | cut -c1-300)"
+                    OURS_COPIES=1
+                    break
+                fi
                 k=$((k + 1))
             done
             # The floor programs sit on the same functions as ppscope's, over the same packets.

@@ -168,7 +168,7 @@ const AGENT_WHY: &str = "\
   and 130), the one map read the changes add to a collection nowhere among them: the runs
   differ by more than the agents. The same profile put a third of the agent's time in
   `memset`: each map's batch buffers, room for 4,096 entries, zero-filled at every collection.
-  They are no longer (`probes/batch.rs`, after the table's run): 142 samples against 208 in
+  They are no longer (`probes/batch.rs`, after the full run of 2026-12-05 16:15): 142 samples against 208 in
   the same 20 s, RSS 24.1 MB against 28.5 at 1,000 pools.
 ";
 
@@ -191,8 +191,9 @@ const PROBE_COST_WHY: &str = "\
   by window, the median over windows with their range. Windows still moved, ppscope's programs
   being one load a window: in three boots of one build, two windows each, a row's ratio moved
   by about ±0.25 from one window to the next, more on the kprobe pair, within a boot as much
-  as between boots (fentry `recycle` 1.51–2.04×, `alloc` 1.23–1.63×; the same tree's fentry
-  `alloc` came out at 1.25× in one full run and 1.44× in a probe-cost run the next day). So
+  as between boots (fentry `recycle` 1.51–2.04×, `alloc` 1.23–1.63×; the same alloc program
+  came out at 1.25× in one full run and 1.44× in a probe-cost run the next day, of a build
+  that differed only in the recycle's body). So
   the lab runs twice as many probe-cost windows as rounds (six at the default three), and
   since 2026-12-06 ppscope's side is a mean of loads as the floor is: as many `diagnose`
   instances a window as the floor has copies (`OURS_COPIES` in `xtask/vm-tests/bench-vm.sh`),
@@ -215,8 +216,13 @@ const PROBE_COST_WHY: &str = "\
   pace of the entry's touch, where one add has a lookup and an increment); the kprobe and
   fentry programs run the same instructions after the argument's load (the object's
   disassembly). Two probe-cost runs with the floor's copies put these rows at 1.20–1.50×
-  (run medians of three windows), one add at 1.03–1.24×; the table's windows are the
-  figure.
+  (run medians of three windows), one add at 1.03–1.24×, and the full run of 2026-12-05 at
+  1.06–1.27×, ppscope's side one load a window. With that side a mean of three loads too
+  (since 2026-12-06) the full run put them at 1.32–1.40×, one add at 1.12–1.19×: the
+  pool's slot, its compare and the touch's pace cost about a fifth of the floor over one add
+  under TCG, where every conditional branch ends a translated block (the slot takes five:
+  the inlined lookup's bound and null checks, the pool's non-zero check, its compare, the
+  touch's pace; one add two).
 - `recycle`: one fexit on fentry; where the page went is learnt after the call. A page on
   the cache's top slot stayed in the cache (looked at first since 2026-12-05: such a page
   takes no mark). Otherwise a page that left the pool went through the `page_release`
@@ -242,8 +248,9 @@ const PROBE_COST_WHY: &str = "\
   What is left is the CPU's slot, the cache's count and top slot, the release mark for a page not in the cache (two per-CPU array lookups the
   verifier inlines and two loads), the ring-full run's histogram when a run ends, and a few
   compares: with the floor's copies 1.70–1.89× (run medians of two probe-cost runs, five full
-  runs and the windows beside other builds below; in the table's run 1.74×, 1.56–1.93× a
-  window), one add 1.08–1.22× (run medians), so the miss is the body's, not the
+  runs and the windows beside other builds below; in the full run of 2026-12-05 1.74×,
+  1.56–1.93× a window, and 1.86×, 1.60–2.19×, in the first with ppscope's side a mean of
+  three loads), one add 1.07–1.22× (run medians), so the miss is the body's, not the
   measurement's. Looking at the cache before the mark was priced side by side on 2026-12-05
   (two `diagnose` instances over the same recycles, the build before and the change, six
   windows a run, two runs): 1.85× against 1.97×, and 1.90× against 1.91× (run medians; the
@@ -272,7 +279,9 @@ const PROBE_COST_WHY: &str = "\
   windows, 1.44× (1.24–1.47), and the one add 1.13×; kprobe `recycle` 1.43× (1.31–1.56), its
   counting pair 1.24×. So the fix brings the recycle to what the alloc costs, and the alloc's
   body (the CPU's slot picked by the pool's address, its compare, one count) is at the target
-  in one boot (1.25× in the table's run) and over it in the next (1.44×, the same tree): no
+  in one boot (1.25× in the full run of 2026-12-05) and over it in the next (1.44×, the same
+  alloc program in a build that differed only there; 1.40× in the full run with three loads
+  a window): no
   per-pool count on these hooks meets 1.25× under TCG by more than the windows move. For
   that the fix would give up full's exact split per 10 ms step (the kernel's stats are per
   read, and over netlink per network namespace); not done.
@@ -308,7 +317,8 @@ const PROBE_COST_WHY: &str = "\
   five windows of six (the counting pair 1.35×); the entry alone went from 395 ns a run to 244
   and 227. In the first full run with both (of 5a35508), ppscope's pair came out at 1.68× (1.59–1.87 a
   window) against 3.01× (2.13–3.66) in the full run before, the counting pair at 1.20×; in the
-  table's run 1.80× (1.54–1.95), the counting pair 1.29×: ppscope's own part is about 1.35–1.4×
+  full run of 2026-12-05 1.80× (1.54–1.95), the counting pair 1.29×, and in the first with
+  three loads a window 1.90× (1.82–1.93), the counting pair 1.29×: ppscope's own part is about 1.35–1.5×
   the counting pair, the slot and the reads the fexit has too. The workload rows of `--backend
   kprobe` did not follow (veth +14.4% and +12.8% in those two runs, against +16.8% before;
   bpftrace +11.1% and +17.1%): they move by more between rounds than the recycle's programs

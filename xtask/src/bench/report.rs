@@ -220,9 +220,9 @@ const PROBE_COST_WHY: &str = "\
   1.06–1.27×, ppscope's side one load a window. With that side a mean of three loads too
   (since 2026-12-06) the full run put them at 1.32–1.40×, one add at 1.12–1.19×: the
   pool's slot, its compare and the touch's pace cost about a fifth of the floor over one add
-  under TCG, where every conditional branch ends a translated block (the slot takes five:
-  the inlined lookup's bound and null checks, the pool's non-zero check, its compare, the
-  touch's pace; one add two).
+  under TCG. They are a few instructions, but five conditional branches where one add has
+  two (the inlined lookup's bound and null checks, the pool's non-zero check, its compare,
+  the touch's pace), and under TCG each branch ends a translated block.
 - `recycle`: one fexit on fentry; where the page went is learnt after the call. A page on
   the cache's top slot stayed in the cache (looked at first since 2026-12-05: such a page
   takes no mark). Otherwise a page that left the pool went through the `page_release`
@@ -280,11 +280,11 @@ const PROBE_COST_WHY: &str = "\
   counting pair 1.24×. So the fix brings the recycle to what the alloc costs, and the alloc's
   body (the CPU's slot picked by the pool's address, its compare, one count) is at the target
   in one boot (1.25× in the full run of 2026-12-05) and over it in the next (1.44×, the same
-  alloc program in a build that differed only there; 1.40× in the full run with three loads
-  a window): no
-  per-pool count on these hooks meets 1.25× under TCG by more than the windows move. For
-  that the fix would give up full's exact split per 10 ms step (the kernel's stats are per
-  read, and over netlink per network namespace); not done.
+  alloc program in a build that differed only there), and over it in the full run with
+  three loads a window (1.40×, 1.21–1.43). A per-pool count on these hooks does not meet
+  1.25× under TCG, so the fix would not meet it either, and for that it would give up full's
+  exact split per 10 ms step (the kernel's stats are per read, and over netlink per network
+  namespace); not done.
 - `recycle` on kprobes: a kretprobe's registers no longer hold the arguments, so the entry
   hands the pool and the page to the return in a per-CPU frame (`ebpf/src/frames.rs`), checked
   against the task until 2026-12-05, against the stack pointer at the call since. The last

@@ -30,8 +30,8 @@ pub fn run(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
     run.extra.push((tools.bursty.clone(), "/lab/bursty".into()));
     run.extra
         .push((tools.object.clone(), "/lab/ppscope.o".into()));
-    // The full run took about 28 min of it once the probe cost's windows ran ppscope in
-    // copies (2026-12-06): room for a slower boot.
+    // The whole bench took 31 min, most of it here, once the probe cost's windows ran
+    // ppscope in copies (2026-12-06): room for a slower boot.
     run.timeout = Duration::from_secs(if args.quick { 600 } else { 2700 });
     // bpftrace brings ~200 MB of LLVM and clang: the smoke run leaves the alternatives out.
     if !args.quick {

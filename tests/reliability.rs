@@ -216,9 +216,8 @@ fn least_privilege_bpf_perfmon_is_enough_and_a_missing_one_is_named() {
     let mut lab = VethLab::new("p", 41);
     lab.attach_xdp();
 
-    // Exactly the two capabilities the unit file grants for probing (the third,
-    // CAP_DAC_READ_SEARCH, is for root-only tracefs): everything works, the kernel's netlink
-    // page-pool dump included, which needs no CAP_NET_ADMIN.
+    // Exactly the two capabilities the unit file grants: everything works, the kernel's
+    // netlink page-pool dump included, which needs no CAP_NET_ADMIN.
     let mut diag = as_nobody(
         &bin,
         "bpf,perfmon",

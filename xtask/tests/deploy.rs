@@ -157,7 +157,7 @@ fn setting<'a>(settings: &'a [(String, String)], key: &str) -> Option<&'a str> {
 }
 
 const UNIT: &str = "systemd/ppscope-agent.service";
-const CAPS: [&str; 3] = ["CAP_BPF", "CAP_PERFMON", "CAP_DAC_READ_SEARCH"];
+const CAPS: [&str; 2] = ["CAP_BPF", "CAP_PERFMON"];
 
 #[test]
 fn systemd_unit_settings() {
@@ -468,7 +468,7 @@ fn daemonset_fields() {
 
     let volumes = pod["volumes"].as_array().expect("volumes");
     let mounts = c["volumeMounts"].as_array().expect("volumeMounts");
-    for host in ["/sys/kernel/btf", "/sys/kernel/tracing", "/sys/fs/bpf"] {
+    for host in ["/sys/kernel/btf", "/sys/fs/bpf"] {
         let vol = volumes
             .iter()
             .find(|v| v["hostPath"]["path"] == host)

@@ -304,7 +304,7 @@ impl System {
         assert!(version.contains("tracepoints"), "{version}");
 
         // doctor from the package, nothing of the checkout around. Tracepoints serve hooks on
-        // any kernel with page_pool tracepoints and tracefs, whatever else it accepts.
+        // any kernel with page_pool tracepoints, whatever else it accepts.
         let doctor = self.ok("ppscope", &["doctor"]);
         assert!(doctor.starts_with("kernel "), "{doctor}");
         assert!(

@@ -790,6 +790,56 @@ fn hook<'a>(doctor: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no hook {name} in {doctor:#}"))
 }
 
+/// As the systemd unit runs it (nobody with CAP_BPF and CAP_PERFMON only), tracefs and
+/// debugfs root-only: fentry and the tracepoints attach, so no CAP_DAC_READ_SEARCH (nothing
+/// reads tracefs); kprobes are refused at Debian's `perf_event_paranoid` 3 with the sysctl
+/// that lets them through named, and attach at 2.
+#[test]
+#[ignore = "boots the VM lab: run through `cargo xtask test`"]
+fn vm_least_privilege_needs_no_tracefs_and_names_what_refuses_kprobes() {
+    let run = VmRun::new(workspace_root().join("xtask/vm-tests/least-privilege.sh"));
+    let out = run_script(&run).expect("the VM lab runs");
+    assert_eq!(out.status, 0, "lab script failed:\n{}", out.output);
+    let doctor = |name: &str| -> Value {
+        serde_json::from_str(section(&out.output, name))
+            .unwrap_or_else(|e| panic!("doctor {name}: {e}\n{}", out.output))
+    };
+    let auto = doctor("auto");
+    for name in ["alloc", "refill", "slow_path", "recycle"] {
+        assert_eq!(hook(&auto, name)["backend"], "fentry", "{auto:#}");
+    }
+    for name in ["page_hold", "page_release", "napi_poll", "drops"] {
+        assert_eq!(hook(&auto, name)["backend"], "tracepoint", "{auto:#}");
+    }
+    let at_2 = doctor("kprobe2");
+    for name in ["alloc", "refill", "recycle", "page_hold", "page_release"] {
+        assert_eq!(hook(&at_2, name)["backend"], "kprobe", "{at_2:#}");
+    }
+    let paranoid: i32 = section(&out.output, "paranoid").trim().parse().unwrap();
+    let kprobe = doctor("kprobe");
+    if paranoid > 2 {
+        let alloc = hook(&kprobe, "alloc");
+        assert!(alloc["backend"].is_null(), "{alloc:#}");
+        let why = alloc["reasons"][0].as_str().unwrap();
+        for words in [
+            "Permission denied",
+            &format!("kernel.perf_event_paranoid is {paranoid}"),
+            "sysctl kernel.perf_event_paranoid=2",
+        ] {
+            assert!(why.contains(words), "{why}");
+        }
+        // No page_pool hook attaches: the sentence after the report says why, as doctor does.
+        let refusal = section(&out.output, "kprobe-refusal");
+        assert!(
+            refusal.contains("none of ppscope's page_pool hooks could be attached")
+                && refusal.contains("kernel.perf_event_paranoid"),
+            "{refusal}"
+        );
+    } else {
+        assert_eq!(hook(&kprobe, "alloc")["backend"], "kprobe", "{kprobe:#}");
+    }
+}
+
 #[test]
 #[ignore = "boots the VM lab: run through `cargo xtask test`"]
 fn vm_sid_dontneed_counts_every_call_and_gve_hooks_attach() {

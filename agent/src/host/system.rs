@@ -126,6 +126,32 @@ pub fn effective_caps() -> u64 {
         .unwrap_or(0)
 }
 
+/// The kernel's `perf_event_paranoid` sysctl, where it can be read.
+pub fn perf_event_paranoid() -> Option<i32> {
+    fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// What a refused `perf_event_open` (a kprobe's attach) owes to the kernel's
+/// `perf_event_paranoid`, in words; None where that is not the reason. Above 2 is not an
+/// upstream level: Debian's kernels (and those that carry its patch) add 3, their default,
+/// which refuses every perf event to a process without CAP_SYS_ADMIN, CAP_PERFMON or not
+/// (the VM lab's Debian kernel: refused at 3, attached at 2, with CAP_BPF and CAP_PERFMON;
+/// `vm_least_privilege_needs_no_tracefs_and_names_what_refuses_kprobes`).
+pub fn paranoid_refusal(level: Option<i32>, caps: u64) -> Option<String> {
+    let level = level.filter(|l| *l > 2)?;
+    if caps & (1u64 << CAP_SYS_ADMIN) != 0 {
+        return None;
+    }
+    Some(format!(
+        "kernel.perf_event_paranoid is {level}, which this kernel (Debian's patch) lets \
+         only CAP_SYS_ADMIN past: `sysctl kernel.perf_event_paranoid=2` lets CAP_PERFMON attach kprobes"
+    ))
+}
+
 /// None when we may load and attach tracing programs; else the sentence telling what is missing.
 pub fn missing_privilege(caps: u64) -> Option<String> {
     let has = |c: u32| caps & (1u64 << c) != 0;
@@ -150,6 +176,23 @@ pub fn missing_privilege(caps: u64) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kprobe_refused_above_paranoid_2_names_the_sysctl_unless_sys_admin_would_pass() {
+        let perfmon = (1u64 << CAP_BPF) | (1u64 << CAP_PERFMON);
+        let why = paranoid_refusal(Some(3), perfmon).expect("level 3 without CAP_SYS_ADMIN");
+        assert!(why.contains("kernel.perf_event_paranoid is 3"), "{why}");
+        assert!(why.contains("sysctl kernel.perf_event_paranoid=2"), "{why}");
+        assert!(!why.contains("  "), "one sentence, no gaps: {why}");
+        assert!(paranoid_refusal(Some(4), perfmon).is_some());
+        assert_eq!(
+            paranoid_refusal(Some(2), perfmon),
+            None,
+            "upstream levels pass CAP_PERFMON"
+        );
+        assert_eq!(paranoid_refusal(Some(3), 1 << CAP_SYS_ADMIN), None);
+        assert_eq!(paranoid_refusal(None, perfmon), None);
+    }
 
     #[test]
     fn kallsyms_text_symbols_only() {

@@ -8,6 +8,7 @@ set -eu
 for d in /sys/kernel/tracing /sys/kernel/debug; do
     if [ -d "$d" ]; then chmod 700 "$d"; fi
 done
+command -v setpriv >/dev/null || { echo "no setpriv in the guest"; exit 1; }
 as_nobody() {
     setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all,+bpf,+perfmon \
         --ambient-caps=-all,+bpf,+perfmon --bounding-set=-all,+bpf,+perfmon "$@"
@@ -27,4 +28,9 @@ echo 2 >/proc/sys/kernel/perf_event_paranoid
 echo "@@kprobe2"
 as_nobody ppscope doctor --json --backend kprobe 2>/tmp/kprobe2.err || true
 echo "$OLD" >/proc/sys/kernel/perf_event_paranoid
+# What the runs said on stderr, for a failure's message.
+echo "@@auto-err"
+cat /tmp/auto.err
+echo "@@kprobe2-err"
+cat /tmp/kprobe2.err
 echo "@@end"

@@ -138,8 +138,8 @@ pub fn perf_event_paranoid() -> Option<i32> {
 /// What a refused `perf_event_open` (a kprobe's attach) owes to the kernel's
 /// `perf_event_paranoid`, in words; None where that is not the reason. Above 2 is not an
 /// upstream level: Debian's kernels (and those that carry its patch) add 3, their default,
-/// which refuses every perf event to a process without CAP_SYS_ADMIN, CAP_PERFMON or not
-/// (the VM lab's Debian kernel: refused at 3, attached at 2, with CAP_BPF and CAP_PERFMON;
+/// which refused kprobes to CAP_PERFMON without CAP_SYS_ADMIN in the VM lab's Debian kernel
+/// (refused at 3, attached at 2, with CAP_BPF and CAP_PERFMON;
 /// `vm_least_privilege_needs_no_tracefs_and_names_what_refuses_kprobes`).
 pub fn paranoid_refusal(level: Option<i32>, caps: u64) -> Option<String> {
     let level = level.filter(|l| *l > 2)?;
@@ -147,8 +147,9 @@ pub fn paranoid_refusal(level: Option<i32>, caps: u64) -> Option<String> {
         return None;
     }
     Some(format!(
-        "kernel.perf_event_paranoid is {level}, which this kernel (Debian's patch) lets \
-         only CAP_SYS_ADMIN past: `sysctl kernel.perf_event_paranoid=2` lets CAP_PERFMON attach kprobes"
+        "kernel.perf_event_paranoid is {level}: above 2, kernels with Debian's patch refuse \
+         kprobes to all but CAP_SYS_ADMIN, and `sysctl kernel.perf_event_paranoid=2` lets \
+         CAP_PERFMON attach them"
     ))
 }
 

@@ -273,32 +273,25 @@ fn attach_one_kprobe(ebpf: &mut impl Programs, prog: &str, symbol: &str) -> Resu
     if program.fd().is_err() {
         program.load().map_err(|e| anyhow!("{e:#}"))?;
     }
-    program
-        .attach(symbol, 0)
-        .map_err(|e| anyhow!(kprobe_attach_error(&e)))?;
+    program.attach(symbol, 0).map_err(kprobe_attach_error)?;
     Ok(())
 }
 
 /// A refused kprobe in words: aya's error with the OS's reason under it ("`perf_event_open`
 /// failed: Permission denied (os error 13)"), and where the kernel's `perf_event_paranoid` is
 /// what refused it, the setting that lets it through (`system::paranoid_refusal`).
-fn kprobe_attach_error(e: &aya::programs::ProgramError) -> String {
-    let mut text = e.to_string();
-    let mut refused = false;
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            refused |= matches!(io.raw_os_error(), Some(libc::EACCES | libc::EPERM));
-        }
-        text = format!("{text}: {s}");
-        source = s.source();
-    }
+fn kprobe_attach_error(e: aya::programs::ProgramError) -> anyhow::Error {
+    let e = anyhow::Error::from(e);
+    let refused = e
+        .chain()
+        .filter_map(|s| s.downcast_ref::<std::io::Error>())
+        .any(|io| matches!(io.raw_os_error(), Some(libc::EACCES | libc::EPERM)));
     let paranoid = refused
         .then(|| system::paranoid_refusal(system::perf_event_paranoid(), system::effective_caps()))
         .flatten();
     match paranoid {
-        Some(why) => format!("{text}; {why}"),
-        None => text,
+        Some(why) => anyhow!("{e:#}; {why}"),
+        None => anyhow!("{e:#}"),
     }
 }
 

@@ -143,7 +143,7 @@ pub fn perf_event_paranoid() -> Option<i32> {
 /// `vm_least_privilege_needs_no_tracefs_and_names_what_refuses_kprobes`).
 pub fn paranoid_refusal(level: Option<i32>, caps: u64) -> Option<String> {
     let level = level.filter(|l| *l > 2)?;
-    if caps & (1u64 << CAP_SYS_ADMIN) != 0 {
+    if has_cap(caps, CAP_SYS_ADMIN) {
         return None;
     }
     Some(format!(
@@ -153,9 +153,14 @@ pub fn paranoid_refusal(level: Option<i32>, caps: u64) -> Option<String> {
     ))
 }
 
+/// Whether the capability set `caps` (as `effective_caps` reads it) holds `cap`.
+fn has_cap(caps: u64, cap: u32) -> bool {
+    caps & (1u64 << cap) != 0
+}
+
 /// None when we may load and attach tracing programs; else the sentence telling what is missing.
 pub fn missing_privilege(caps: u64) -> Option<String> {
-    let has = |c: u32| caps & (1u64 << c) != 0;
+    let has = |c: u32| has_cap(caps, c);
     if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
         return None;
     }

@@ -53,9 +53,7 @@ echo "@@ethtool-veth1"; cat /tmp/ethtool-veth1.txt
 # kernel parks the pools of an unregistered netdev on this namespace's loopback.
 echo "@@doctor-nobody"
 if command -v setpriv >/dev/null; then
-    setpriv --reuid=65534 --regid=65534 --clear-groups \
-        --inh-caps=-all,+bpf,+perfmon --ambient-caps=-all,+bpf,+perfmon \
-        --bounding-set=-all,+bpf,+perfmon ppscope doctor --json 2>&1 || true
+    as_nobody ppscope doctor --json 2>&1 || true
 else
     echo "no setpriv in the lab"
 fi

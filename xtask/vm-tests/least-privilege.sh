@@ -9,10 +9,6 @@ for d in /sys/kernel/tracing /sys/kernel/debug; do
     if [ -d "$d" ]; then chmod 700 "$d"; fi
 done
 command -v setpriv >/dev/null || { echo "no setpriv in the guest"; exit 1; }
-as_nobody() {
-    setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all,+bpf,+perfmon \
-        --ambient-caps=-all,+bpf,+perfmon --bounding-set=-all,+bpf,+perfmon "$@"
-}
 echo "@@paranoid"
 cat /proc/sys/kernel/perf_event_paranoid
 # doctor exits 1 when no page_pool hook attaches (the kprobe run at 3): its report is the point.

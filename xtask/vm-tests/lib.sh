@@ -8,6 +8,13 @@
 # Where the lab's `ppscope agent` listens: what start_agent, scrape and `top --connect` use.
 AGENT_ADDR=127.0.0.1:9464
 
+# as_nobody COMMAND...: COMMAND as nobody with CAP_BPF and CAP_PERFMON only, what the systemd
+# unit grants. setpriv is one of the lab's optional tools: `command -v setpriv` first.
+as_nobody() {
+    setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all,+bpf,+perfmon \
+        --ambient-caps=-all,+bpf,+perfmon --bounding-set=-all,+bpf,+perfmon "$@"
+}
+
 # poll_until TENTHS COMMAND...: 0 once COMMAND succeeds; 1 after TENTHS tenths of a second.
 poll_until() {
     _limit=$1

@@ -222,7 +222,23 @@ const PROBE_COST_WHY: &str = "\
   pool's slot, its compare and the touch's pace cost about a fifth of the floor over one add
   under TCG. They are a few instructions, but five conditional branches where one add has
   two (the inlined lookup's bound and null checks, the pool's non-zero check, its compare,
-  the touch's pace), and under TCG each branch ends a translated block.
+  the touch's pace; kernels from 6.14 drop one add's null check, its key being a constant),
+  and under TCG each branch ends a translated block.
+  Fewer branches did not show. A build with two fewer on the allocation's path (the
+  slots one per-CPU value at key 0, whose lookup's null test kernels from 6.14 drop:
+  Linux commit d2102f2f5d75; and no null-pool test there) was priced beside this tree on
+  2026-12-06 (not kept). In the VM lab (sid, 7.2), windows alternating the two builds in
+  one boot, four a build and backend, three `diagnose` instances a window: fentry `alloc`
+  1.39× against this tree's 1.43×, kprobe 1.44× against 1.50×, `alloc_frag` 1.30× against
+  1.37× and 1.37× against 1.50× (medians; the windows of both builds spread over
+  1.08–1.68×). On this host (6.18, its tracepoint programs one branch fewer), five
+  alternating `--only probe-cost --no-vm` runs a build: `page_hold` 51 ns against 51,
+  `page_release` 64 against 63 (medians). Nor did the slot's layout: with its per-event
+  fields next to the pool's address (`page_hold`'s within 24 bytes of it, where they span
+  120), five runs a build the same way gave 52 ns against 52 on `page_hold` and 61 against
+  63 on `page_release`. What is left over one add is the pool's slot itself (its index
+  from the pool's address and the pool's compare before the count), which any per-pool
+  count on this path needs.
 - `recycle`: one fexit on fentry; where the page went is learnt after the call. A page on
   the cache's top slot stayed in the cache (looked at first since 2026-12-05: such a page
   takes no mark). Otherwise a page that left the pool went through the `page_release`

@@ -236,9 +236,14 @@ const PROBE_COST_WHY: &str = "\
   `page_release` 64 against 63 (medians). Nor did the slot's layout: with its per-event
   fields next to the pool's address (`page_hold`'s within 24 bytes of it, where they span
   120), five runs a build the same way gave 52 ns against 52 on `page_hold` and 61 against
-  63 on `page_release`. What is left over one add is the pool's slot itself (its index
-  from the pool's address and the pool's compare before the count), which any per-pool
-  count on this path needs.
+  63 on `page_release`. Nor did a cheaper index (shifts and xors instead of the multiply:
+  `page_hold` 52 ns against 53, medians of five runs a build) or branch hints (`likely` on
+  the slot's hit and on the pace, `unlikely` on the allocation's touch: LLVM's BPF backend
+  then moved the hit's block out of line instead; 48–52 ns against 49–51, four runs a
+  build). What is left over one add on the allocation's path is the pool's slot itself (its
+  index from the pool's address and the pool's compare before the count), which any
+  per-pool count there needs; on `page_hold` it is mostly the device check's pace (its
+  paragraph below).
 - `recycle`: one fexit on fentry; where the page went is learnt after the call. A page on
   the cache's top slot stayed in the cache (looked at first since 2026-12-05: such a page
   takes no mark). Otherwise a page that left the pool went through the `page_release`
@@ -376,7 +381,18 @@ const PROBE_COST_WHY: &str = "\
   still carries them, as whether a recycle attaches is learnt after the load.
   `page_hold` is the slot's count and, every 64th page in, a look at the clock (the device
   check itself at most once a second per pool and CPU). Rare while a pool
-  is healthy, per page under ring-full churn. What is left is those few memory operations;
+  is healthy, per page under ring-full churn. Priced on 2026-12-06 (builds in turn, four or
+  five `--only probe-cost --no-vm` runs each, not kept): without the device check at all,
+  43–49 ns a run (1.18–1.34×) against this tree's 49–57 (1.36–1.51×); with its pace kept
+  and only the check's body cut out, 49–56 (1.37–1.53×). So the pace (a per-CPU count's
+  load, add and store and its test, on every page in) is most of what the check costs, not
+  the check's size. Where the refill is hooked (fentry or kprobes: a slow path starts with
+  a refill), the refill's own check paces the same device check, and `page_hold` could
+  leave it out; on this host the refill has no hook and `page_hold` is the only event that
+  checks. Not made: it would not move this row, and renames must still show within about a
+  second of traffic on both lab kernels
+  (`vm_reliability_kernel_changes_while_the_agent_is_attached`), which a quiet pool's
+  refills alone did not always pace before (`REFILL_WEIGHT`, `ebpf/src/pool.rs`). What is left is those few memory operations;
   the raw program (kernels that refuse `tp_btf`) reads each field through `bpf_rdonly_cast`
   (a helper call each on a kernel without it). In the full run of 2026-12-05 with the floor's
   copies `page_release` came out at 1.90× (57–69 ns a run against 46–51 in the two full runs

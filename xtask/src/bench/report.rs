@@ -224,26 +224,30 @@ const PROBE_COST_WHY: &str = "\
   two (the inlined lookup's bound and null checks, the pool's non-zero check, its compare,
   the touch's pace; kernels from 6.14 drop one add's null check, its key being a constant),
   and under TCG each branch ends a translated block.
-  Fewer branches did not show. A build with two fewer on the allocation's path (the
-  slots one per-CPU value at key 0, whose lookup's null test kernels from 6.14 drop:
+  But fewer branches did not show. A build with two fewer on the allocation's path (the
+  slots as one per-CPU value at key 0, whose lookup's null test kernels from 6.14 drop:
   Linux commit d2102f2f5d75; and no null-pool test there) was priced beside this tree on
-  2026-12-06 (not kept). In the VM lab (sid, 7.2), windows alternating the two builds in
-  one boot, four a build and backend, three `diagnose` instances a window: fentry `alloc`
-  1.39× against this tree's 1.43×, kprobe 1.44× against 1.50×, `alloc_frag` 1.30× against
-  1.37× and 1.37× against 1.50× (medians; the windows of both builds spread over
-  1.08–1.68×). On this host (6.18, its tracepoint programs one branch fewer), five
-  alternating `--only probe-cost --no-vm` runs a build: `page_hold` 51 ns against 51,
-  `page_release` 64 against 63 (medians). Nor did the slot's layout: with its per-event
-  fields next to the pool's address (`page_hold`'s within 24 bytes of it, where they span
-  120), five runs a build the same way gave 52 ns against 52 on `page_hold` and 61 against
-  63 on `page_release`. Nor did a cheaper index (shifts and xors instead of the multiply:
-  `page_hold` 52 ns against 53, medians of five runs a build) or branch hints (`likely` on
-  the slot's hit and on the pace, `unlikely` on the allocation's touch: LLVM's BPF backend
-  then moved the hit's block out of line instead; 48–52 ns against 49–51, four runs a
-  build). What is left over one add on the allocation's path is the pool's slot itself (its
-  index from the pool's address and the pool's compare before the count), which any
-  per-pool count there needs; on `page_hold` it is mostly the device check's pace (its
-  paragraph below).
+  2026-12-06 (not kept). In the VM lab (sid, 7.2), windows alternating the two builds in one
+  boot, four a build and backend, three `diagnose` instances a window: fentry `alloc` 1.39×
+  against this tree's 1.42×, kprobe 1.44× against 1.50×, `alloc_frag` 1.30× against 1.37×
+  and 1.36× against 1.50× (medians; the windows of both builds spread over 1.08–1.68×).
+  Those medians all favour the variant, but the build that ran second in a round came out
+  dearer in every one of the 16 pairs, by up to 0.34, more than the builds differ: paired
+  window by window, the variant was +0.03, −0.02, −0.04 and −0.04 from this tree on those
+  four rows (means). On this host (6.18; there the variant's tracepoint programs lose only
+  the lookup's null test), five alternating `--only probe-cost --no-vm` runs a build:
+  `page_hold` 51 ns against 51, `page_release` 64 against 63 (medians). Nor did the slot's
+  layout: with its per-event fields next to the pool's address (`page_hold`'s within 24
+  bytes of it, where they span 120), five runs a build the same way gave 52 ns against 52 on
+  `page_hold` and 61 against 63 on `page_release`. Nor, on `page_hold`, did a cheaper index
+  (shifts and xors instead of the multiply: 52 ns against 53, medians of five runs a build)
+  or branch hints (`likely` on the slot's hit and on the pace, `unlikely` on the
+  allocation's touch; the object's disassembly showed LLVM's BPF backend moving the hit's
+  block out of line instead): 48–52 ns against 49–51 on `page_hold`, and 61–69 (median 64)
+  against 59–63 (60) on `page_release`, four runs a build. What is left over one add on the
+  allocation's path is then, as far as these runs tell, the pool's slot itself (its index
+  from the pool's address and the pool's compare before the count), which any per-pool count
+  there needs; on `page_hold` it is mostly the device check's pace (its paragraph below).
 - `recycle`: one fexit on fentry; where the page went is learnt after the call. A page on
   the cache's top slot stayed in the cache (looked at first since 2026-12-05: such a page
   takes no mark). Otherwise a page that left the pool went through the `page_release`
@@ -380,25 +384,27 @@ const PROBE_COST_WHY: &str = "\
   program 28–30 throughout). `--backend auto` on a host that refuses fentry and kprobes
   still carries them, as whether a recycle attaches is learnt after the load.
   `page_hold` is the slot's count and, every 64th page in, a look at the clock (the device
-  check itself at most once a second per pool and CPU). Rare while a pool
-  is healthy, per page under ring-full churn. Priced on 2026-12-06 (builds in turn, four or
-  five `--only probe-cost --no-vm` runs each, not kept): without the device check at all,
-  43–49 ns a run (1.18–1.34×) against this tree's 49–57 (1.36–1.51×); with its pace kept
-  and only the check's body cut out, 49–56 (1.37–1.53×). So the pace (a per-CPU count's
-  load, add and store and its test, on every page in) is most of what the check costs, not
-  the check's size. Where the refill is hooked (fentry or kprobes: a slow path starts with
-  a refill), the refill's own check paces the same device check, and `page_hold` could
-  leave it out; on this host the refill has no hook and `page_hold` is the only event that
-  checks. Not made: it would not move this row, and renames must still show within about a
-  second of traffic on both lab kernels
-  (`vm_reliability_kernel_changes_while_the_agent_is_attached`), which a quiet pool's
-  refills alone did not always pace before (`REFILL_WEIGHT`, `ebpf/src/pool.rs`). What is left is those few memory operations;
-  the raw program (kernels that refuse `tp_btf`) reads each field through `bpf_rdonly_cast`
-  (a helper call each on a kernel without it). In the full run of 2026-12-05 with the floor's
-  copies `page_release` came out at 1.90× (57–69 ns a run against 46–51 in the two full runs
-  before), its floor and one add where they always were (33 and 40 ns), where the same
-  programs gave 1.59× in the committed run before it, and 1.55× (49 ns a run) in the full run
-  after it, whose host programs are the same: the host is shared with other work.
+  check itself at most once a second per pool and CPU). Rare while a pool is healthy, per
+  page under ring-full churn. What is left is those few memory operations; the raw program
+  (kernels that refuse `tp_btf`) reads each field through `bpf_rdonly_cast` (a helper call
+  each on a kernel without it). Priced on 2026-12-06 (builds in turn, single
+  `--only probe-cost --no-vm` runs, not kept; nine runs of this tree and of a build without
+  the device check, over two sets, four of a build with only the check's body cut out):
+  without the check, 43–49 ns a run (1.18–1.34×) against this tree's 49–57 (1.36–1.51×);
+  with its pace kept and only the check's body cut out, 49–56 (1.37–1.53×). So the pace (a
+  per-CPU count's load, add and store and its test, on every page in) is most of what the
+  check costs, not the check's size. Where the refill is hooked (fentry or kprobes: a slow
+  path starts with a refill), the refill's own check paces the same device check, and
+  `page_hold` could leave it out; on this host the refill has no hook and `page_hold` is the
+  only event that checks. Not made: it would not move this row, and renames must still show
+  within about a second of traffic on both lab kernels
+  (`vm_reliability_kernel_changes_while_the_agent_is_attached`), whose pace was tuned with
+  pages in counting toward it (`REFILL_WEIGHT`, `ebpf/src/pool.rs`). In the full run of
+  2026-12-05 with the floor's copies `page_release` came out at 1.90× (57–69 ns a run
+  against 46–51 in the two full runs before), its floor and one add where they always were
+  (33 and 40 ns), where the same programs gave 1.59× in the committed run before it, and
+  1.55× (49 ns a run) in the full run after it, whose host programs are the same: the host
+  is shared with other work.
 - `--detail light` attaches nothing per page, nothing per NAPI poll (`napi_poll` was two
   thirds of its time: a poll is one a packet when traffic is light) and no timing of returned
   pages (`page_return`). What it runs: one fexit per refill (up to 64 pages), the slow path

@@ -34,7 +34,8 @@ impl Tmux {
         }
     }
 
-    /// Waits until the screen satisfies `ok` (the dashboard redraws within its poll loop).
+    /// Waits until the screen satisfies `ok` (the dashboard redraws when a key, a resize or a
+    /// snapshot arrives).
     fn wait(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -142,6 +143,21 @@ fn top_in_tmux_sort_filter_select_help_quit() {
     });
     tmux.keys(&["Escape"]);
     tmux.wait("the help closed", |s| !s.contains("keys (? or Esc closes)"));
+
+    // Paused, no snapshot redraws the frame; a smaller terminal still gets one drawn to its
+    // size (the table's right border at the new last column), from the resize alone.
+    tmux.keys(&["space"]);
+    tmux.wait("paused", |s| s.contains("paused"));
+    let out = tmux.cmd(&["resize-window", "-t", "top", "-x", "100", "-y", "30"]);
+    assert!(out.status.success(), "tmux resize-window: {out:?}");
+    let s = tmux.wait("the frame drawn at 100×30", |s| {
+        s.lines()
+            .any(|l| l.contains("HEALTH") && l.ends_with('│') && l.chars().count() == 100)
+    });
+    assert!(s.contains("paused"), "{s}");
+    assert!(s.lines().count() <= 30, "{s}");
+    tmux.keys(&["space"]);
+    tmux.wait("running again", |s| s.contains("running"));
 
     // q quits, exit status 0, terminal back in cooked mode and off the alternate screen.
     tmux.keys(&["q"]);

@@ -647,6 +647,12 @@ fn devices_get_their_own_napi_drops_and_pages() {
         assert_eq!(drops, [(5, 2 * dev), (2, dev)], "device {dev}: most first");
         assert_eq!(v.drops_total, Some(3 * dev));
     }
+    // A device before or after those that dropped has none of their drops.
+    for absent in [0, 4] {
+        let v = &device_views(&before, &after, &[absent], &ALL)[0];
+        assert!(v.drops.is_empty(), "device {absent}: {:?}", v.drops);
+        assert_eq!(v.drops_total, Some(0));
+    }
     let step = timeline_step(1.0, &before, &after, &[1, 2, 3], &ALL);
     for (d, dev) in step.devices.iter().zip(1..=3u64) {
         assert_eq!(d.pages_in, Some(10 * dev), "device {dev}");

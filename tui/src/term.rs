@@ -3,15 +3,19 @@
 //! ratatui's own init and restore).
 //!
 //! Nothing wakes on a timer to look for work: the worker sleeps until its next sample or until
-//! the UI lets go of it, and the UI thread blocks until a snapshot or a key arrives. A
-//! dashboard left open on a busy host then costs its samples and frames, not sixty wake-ups a
-//! second: a 25 ms nap and a 50 ms input poll were about a third of `top`'s CPU at 10,000
-//! pools on the development host (0.95–1.20% of a core, 0.60–0.63% without them).
+//! the UI tells it something (a new interval, pause, resume, or quitting), and the UI thread
+//! blocks until a snapshot or a key arrives. A dashboard left open on a busy host then costs
+//! its samples and frames, not sixty wake-ups a second: a 25 ms nap and a 50 ms input poll
+//! were about a third of `top`'s CPU at 10,000 pools on the development host (0.95–1.20% of
+//! a core, 0.60–0.63% without them). A paused dashboard costs nothing (the nap it took while
+//! paused was zero long, so it spun a core).
+//!
+//! The input thread holds crossterm's event reader for as long as it waits on a key, so the
+//! UI thread must not ask the terminal anything that reads its answer as an event
+//! (`cursor::position`, `supports_keyboard_enhancement`, ratatui's `Viewport::Inline`): it
+//! would wait two seconds for the reader and fail.
 use std::{
-    sync::{
-        atomic::{AtomicBool, AtomicU64, Ordering},
-        mpsc, Arc,
-    },
+    sync::mpsc,
     thread,
     time::{Duration, Instant},
 };
@@ -38,49 +42,52 @@ enum Msg {
     InputFailed(std::io::Error),
 }
 
-/// What the UI thread tells the worker. Quitting is the other half: dropping the sender the
-/// worker waits on.
-struct Shared {
-    interval_ms: AtomicU64,
-    paused: AtomicBool,
-}
-
-/// Sleeps `total`, or less when the UI lets go of `stop`'s sender (quitting). Returns false
-/// when asked to stop.
-fn nap(stop: &mpsc::Receiver<()>, total: Duration) -> bool {
-    matches!(
-        stop.recv_timeout(total),
-        Err(mpsc::RecvTimeoutError::Timeout)
-    )
+/// How the worker samples, as the keys last set it: the UI thread sends it when it changes.
+/// Dropping the sender is quitting.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Pace {
+    interval: Duration,
+    paused: bool,
 }
 
 fn worker(
     mut source: Box<dyn Source>,
-    shared: Arc<Shared>,
-    stop: mpsc::Receiver<()>,
+    mut pace: Pace,
+    control: mpsc::Receiver<Pace>,
     tx: mpsc::Sender<Msg>,
 ) {
-    let mut spent = Duration::ZERO;
+    // The next sample is due an interval after the last one started: the time `next` took
+    // counts against the interval (bpftop subtracts the sampler's own time), so a slow source
+    // still refreshes at the chosen pace. A new interval counts from the same start.
+    let mut last = Instant::now();
     loop {
-        let interval = Duration::from_millis(shared.interval_ms.load(Ordering::Relaxed));
-        // The time `next` took counts against the interval (bpftop subtracts the sampler's
-        // own time), so a slow source still refreshes at the chosen pace.
-        if !nap(&stop, interval.saturating_sub(spent)) {
-            return;
+        let told = if pace.paused {
+            // A paused replay or simulation must not advance, and nothing is due until the UI
+            // says otherwise; a live source's next snapshot then covers the pause (rates
+            // divide by its real duration).
+            control.recv().map(Some).map_err(|_| ())
+        } else {
+            let due = (last + pace.interval).saturating_duration_since(Instant::now());
+            match control.recv_timeout(due) {
+                Ok(p) => Ok(Some(p)),
+                Err(mpsc::RecvTimeoutError::Timeout) => Ok(None),
+                Err(mpsc::RecvTimeoutError::Disconnected) => Err(()),
+            }
+        };
+        match told {
+            Err(()) => return,
+            Ok(Some(p)) => {
+                pace = p;
+                continue;
+            }
+            Ok(None) => {}
         }
-        if shared.paused.load(Ordering::Relaxed) {
-            // A paused replay or simulation must not advance; a live source's next snapshot
-            // then covers the pause (rates divide by its real duration).
-            spent = interval;
-            continue;
-        }
-        let started = Instant::now();
-        let msg = match source.next(interval) {
+        last = Instant::now();
+        let msg = match source.next(pace.interval) {
             Ok(Some(s)) => Msg::Snapshot(Box::new(s), source.describe()),
             Ok(None) => Msg::Ended,
             Err(e) => Msg::Error(format!("{e:#}")),
         };
-        spent = started.elapsed();
         let ended = matches!(msg, Msg::Ended);
         if tx.send(msg).is_err() || ended {
             return;
@@ -121,20 +128,19 @@ pub fn run(source: Box<dyn Source>, interval: Duration) -> Result<()> {
         anyhow::bail!("cannot take over the terminal: stdout is not a terminal (try --once)");
     }
     let mut app = App::new(source.describe(), interval);
-    let shared = Arc::new(Shared {
-        interval_ms: AtomicU64::new(interval.as_millis().max(1) as u64),
-        paused: AtomicBool::new(false),
-    });
+    let pace = Pace {
+        interval: app.interval(),
+        paused: app.paused(),
+    };
     let (tx, rx) = mpsc::channel();
-    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let (control_tx, control_rx) = mpsc::channel::<Pace>();
     let (done_tx, done_rx) = mpsc::channel::<()>();
     {
-        let shared = shared.clone();
         let tx = tx.clone();
         thread::Builder::new()
             .name("ppscope-top-source".into())
             .spawn(move || {
-                worker(source, shared, stop_rx, tx);
+                worker(source, pace, control_rx, tx);
                 let _ = done_tx.send(());
             })
             .context("cannot start the source thread")?;
@@ -152,9 +158,10 @@ pub fn run(source: Box<dyn Source>, interval: Duration) -> Result<()> {
             .name("ppscope-top-input".into())
             .spawn(move || read_input(tx))
             .context("cannot start the input thread")?;
-        ui_loop(&mut terminal, &mut app, &shared, &rx)
+        ui_loop(&mut terminal, &mut app, pace, &control_tx, &rx)
     })();
-    drop(stop_tx);
+    // The worker's cue to stop.
+    drop(control_tx);
     // Give the worker a moment to drop the source (detach probes) cleanly; a source stuck in
     // `next` is left to the process exit, which closes its fds anyway.
     let _ = done_rx.recv_timeout(Duration::from_millis(500));
@@ -164,13 +171,15 @@ pub fn run(source: Box<dyn Source>, interval: Duration) -> Result<()> {
 fn ui_loop(
     terminal: &mut DefaultTerminal,
     app: &mut App,
-    shared: &Shared,
+    mut pace: Pace,
+    control: &mpsc::Sender<Pace>,
     rx: &mpsc::Receiver<Msg>,
 ) -> Result<()> {
     // Drawn first, then only when something changed: ratatui diffs the buffers, and an idle
     // dashboard then writes nothing to the terminal.
     terminal.draw(|f| ui::render(f, app))?;
-    // The input thread holds a sender as long as it runs, so the channel never closes first.
+    // The input thread holds a sender as long as it runs: the channel closes only if it died
+    // without a word (a panic) after the worker ended.
     while let Ok(first) = rx.recv() {
         let mut dirty = false;
         // Everything that has arrived, then one frame.
@@ -186,10 +195,15 @@ fn ui_loop(
                     if app.on_key(k) {
                         return Ok(());
                     }
-                    shared
-                        .interval_ms
-                        .store(app.interval().as_millis() as u64, Ordering::Relaxed);
-                    shared.paused.store(app.paused(), Ordering::Relaxed);
+                    let now = Pace {
+                        interval: app.interval(),
+                        paused: app.paused(),
+                    };
+                    if now != pace {
+                        pace = now;
+                        // The worker is gone only once its source ended: nothing to tell.
+                        let _ = control.send(pace);
+                    }
                 }
                 Msg::Input(Event::Resize(..)) => {}
                 Msg::Input(_) => continue,
@@ -203,7 +217,7 @@ fn ui_loop(
             terminal.draw(|f| ui::render(f, app))?;
         }
     }
-    Ok(())
+    anyhow::bail!("the terminal's input is no longer read")
 }
 
 /// Renders one frame of `app` at the given size as plain text.

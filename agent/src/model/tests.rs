@@ -587,6 +587,31 @@ fn a_timeline_step_says_unknown_where_no_hook_counts() {
     assert_eq!(all.devices[0].drops, Some(0), "counted: none");
 }
 
+/// A device's drops are its own however the devices around it dropped: one between two that
+/// dropped has none, and reasons that dropped as many are listed by reason.
+#[test]
+fn a_devices_drops_are_its_own_most_first_then_by_reason() {
+    use ppscope_common::DropKey;
+    let t0 = Instant::now();
+    let before = RawSample::empty(t0);
+    let mut after = RawSample::empty(t0 + std::time::Duration::from_secs(1));
+    for (netdev, reason, count) in [(10, 7, 4), (10, 3, 4), (10, 9, 6), (30, 2, 1)] {
+        let key = DropKey {
+            netdev,
+            reason,
+            _pad: 0,
+        };
+        after.drops.insert(key, count);
+    }
+    let views = device_views(&before, &after, &[10, 20, 30], &ALL);
+    let drops: Vec<Vec<(u32, u64)>> = views
+        .iter()
+        .map(|v| v.drops.iter().map(|d| (d.reason, d.count)).collect())
+        .collect();
+    assert_eq!(drops, [vec![(9, 6), (3, 4), (7, 4)], vec![], vec![(2, 1)]]);
+    assert_eq!(views[1].drops_total, Some(0));
+}
+
 /// Each device gets the NAPI work and drops of its own instances only, and its pools' pages,
 /// with devices, NAPI instances and drops read in one pass each (not per device).
 #[test]

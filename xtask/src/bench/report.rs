@@ -116,6 +116,16 @@ pub(super) fn agent_target(pools: usize) -> Option<(f64, f64)> {
     }
 }
 
+/// Why the `top` lines above are not yet evidence for `top`'s target (found 2026-12-06).
+const TOP_SEES_NO_POOLS: &str = "- The `top` figures above are of a dashboard that shows \
+none of the pools: it starts after they were made, and on this host (tracepoints only) \
+`--detail light` learns a pool from its pages taken from or given back to the allocator, which \
+a healthy pool receiving a packet a second does not do, or from netlink's page_pool stats, \
+which answer only for the namespace asking (the lab's pools are in its own). `ppscope top \
+--once` on a lab made the same way (10,000 pools) said \"0 pools\", and so did an agent \
+started after them. The agent's rows above are of pools it saw being made. What `top` costs \
+while it shows 10,000 pools is not measured here yet.\n";
+
 /// `ppscope top` on the agent's pools: at most this % of a core (mean of the 1 s samples).
 pub const TOP_CPU_TARGET: f64 = 1.0;
 
@@ -1035,6 +1045,9 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
                     "**missed**"
                 }
             );
+        }
+        if !r.top.is_empty() {
+            s.push_str(TOP_SEES_NO_POOLS);
         }
         for n in &r.agent_notes {
             let _ = writeln!(s, "- {n}");

@@ -6,8 +6,9 @@
 //! the UI tells it something (a new interval, pause, resume, or quitting), and the UI thread
 //! blocks until a snapshot or a key arrives. A dashboard left open on a busy host then costs
 //! its samples and frames, not sixty wake-ups a second: a 25 ms nap and a 50 ms input poll
-//! were about a third of `top`'s CPU at 10,000 pools on the development host (0.95–1.20% of
-//! a core, 0.60–0.63% without them). A paused dashboard costs nothing (the nap it took while
+//! were about a third of `top`'s CPU in the agent benchmark's lab on the development host
+//! (0.95–1.20% of a core, 0.60–0.63% without them; a `top` there shows none of the lab's
+//! 10,000 pools, see BENCHMARKS.md, but reads the maps and 10,000 devices' drops). A paused dashboard costs nothing (the nap it took while
 //! paused was zero long, so it spun a core).
 //!
 //! The input thread holds crossterm's event reader for as long as it waits on a key, so the

@@ -30,7 +30,8 @@ fn device_name(id: &DeviceIdentity) -> Option<String> {
 /// the agent's time, `perf` in `cargo xtask bench --only agent`). The drops are one sorted
 /// list, a device's a run in it, not a list per device: at 10,000 devices that each drop
 /// packets, a list and a SipHash entry per device were about a quarter of `top`'s CPU on the
-/// development host (0.60–0.65% of a core, 0.47% without).
+/// development host (0.60–0.65% of a core, 0.47% without: the agent benchmark's lab, whose
+/// pools that `top` did not show, see BENCHMARKS.md).
 struct DeviceDeltas {
     napi: ByAddr<u64, NapiCounters>,
     /// (device, reason, count) of the drops that moved, by device, then most first.

@@ -171,9 +171,10 @@ fn headline(f: &mut Frame, app: &App, area: Rect) {
             app.source(),
             fmt::interval(app.interval)
         )),
-        (Some(_), None) => Line::from(
-            "No page_pool activity in this interval (no traffic on a page_pool driver?).",
-        ),
+        (Some(s), None) => Line::from(format!(
+            "No page_pool activity in this interval ({}).",
+            s.quiet_hint().text()
+        )),
         (Some(s), Some((i, m))) => {
             let p = &s.pools[i];
             let what = match m.health {

@@ -106,9 +106,14 @@ pub fn diagnose(snap: &Snapshot) -> String {
     pools.sort_by_key(|(_, a)| std::cmp::Reverse(a.health));
     body.push_str("<h2 id=\"verdict\">Verdict</h2>\n");
     if pools.is_empty() {
-        body.push_str(
-            "<p>No page_pool activity was seen in the window (no traffic on a page_pool driver?).</p>\n",
+        let _ = writeln!(
+            body,
+            "<p>No page_pool activity was seen in the window ({}).</p>",
+            esc(snap.quiet_hint().text())
         );
+        if let Some(why) = snap.quiet_why() {
+            let _ = writeln!(body, "<p>{}</p>", esc(&why));
+        }
     }
     if let Some(why) = snap.advice_unavailable() {
         let _ = writeln!(body, "<p>No ring-size advice: {}.</p>", esc(why));

@@ -295,9 +295,15 @@ fn pools_section(s: &Snapshot, out: &mut String) {
         s.pools.len()
     );
     if s.pools.is_empty() {
-        out.push_str(
-            "No page_pool activity was seen in the window (no traffic on a page_pool driver?).\n\n",
+        let _ = writeln!(
+            out,
+            "No page_pool activity was seen in the window ({}).",
+            s.quiet_hint().text()
         );
+        if let Some(why) = s.quiet_why() {
+            let _ = writeln!(out, "{why}");
+        }
+        out.push('\n');
     } else if let Some(why) = s.advice_unavailable() {
         let _ = writeln!(out, "No ring-size advice: {why}.\n");
     }
@@ -516,6 +522,55 @@ mod tests {
     use super::*;
     use crate::model::{pool_view, Coverage};
     use ppscope_common::PoolCounters;
+
+    /// No pool shown: the hint says what could hide one, from the source's hooks and stats.
+    #[test]
+    fn a_window_without_pools_says_what_could_hide_them() {
+        use crate::snapshot::{Backend, Detail, NetlinkSourceView};
+        let hook = |name: &'static str, backend: Option<Backend>| {
+            crate::testing::hook_status(name, backend, None)
+        };
+        let mut s = Snapshot::with_pools("k", 1.0, vec![]);
+        assert!(
+            text(&s).contains("(no traffic on a page_pool driver?)"),
+            "a simulation"
+        );
+
+        // This host at --detail light: tracepoints on the allocator, no kernel stats.
+        s.detail = Some(Detail::Light);
+        for h in ["page_hold", "page_release"] {
+            s.backends
+                .insert(h.into(), hook(h, Some(Backend::Tracepoint)));
+        }
+        s.backends.insert("alloc".into(), hook("alloc", None));
+        s.netlink = Some(NetlinkSourceView {
+            stats_available: false,
+            stats_missing: Some("this kernel has no CONFIG_PAGE_POOL_STATS".into()),
+            error: None,
+        });
+        let t = text(&s);
+        assert!(t.contains("(light traffic is not seen here: a pool shows only when it refills or uses the page allocator"), "{t}");
+        assert!(!t.contains("no traffic on"), "{t}");
+        assert!(
+            t.contains("Kernel page_pool stats: this kernel has no CONFIG_PAGE_POOL_STATS. Per-page hooks: left off by --detail light (--detail full attaches them"),
+            "{t}"
+        );
+        s.detail = Some(Detail::Full);
+        assert!(text(&s).contains("Per-page hooks: none attached on this kernel"));
+
+        // The kernel's stats read: only other namespaces' pools can hide.
+        s.netlink.as_mut().unwrap().stats_available = true;
+        let t = text(&s);
+        assert!(t.contains("(no traffic on a page_pool driver in this network namespace? A pool in another shows only when"), "{t}");
+        assert!(!t.contains("Kernel page_pool stats:"), "{t}");
+
+        // Every page seen: no traffic is the answer.
+        s.netlink.as_mut().unwrap().stats_available = false;
+        for h in ["alloc", "recycle"] {
+            s.backends.insert(h.into(), hook(h, Some(Backend::Fentry)));
+        }
+        assert!(text(&s).contains("(no traffic on a page_pool driver?)"));
+    }
 
     #[test]
     fn a_kernel_that_cannot_be_advised_is_said_up_front() {

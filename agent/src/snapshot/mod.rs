@@ -507,6 +507,45 @@ impl Snapshot {
             .then_some(ADVICE_NEEDS)
     }
 
+    /// What a window that shows no pool may hide: said after "no page_pool activity". A
+    /// healthy pool under light traffic recycles its pages in its own cache and never refills
+    /// it or calls the page allocator, so where no hook sees every page and netlink's
+    /// page_pool stats are not read, its traffic is invisible and "no traffic?" would send
+    /// the reader the wrong way.
+    pub fn quiet_hint(&self) -> QuietHint {
+        let on = |h: &str| self.backends.get(h).is_some_and(HookStatus::attached);
+        if self.backends.is_empty() || (on("alloc") && on("recycle")) {
+            QuietHint::NoTraffic
+        } else if self.netlink.as_ref().is_some_and(|k| k.stats_available) {
+            QuietHint::OtherNamespaces
+        } else {
+            QuietHint::HealthyUnseen
+        }
+    }
+
+    /// For a report under [`QuietHint::HealthyUnseen`]: why the kernel's stats were not read
+    /// and what would attach the per-page hooks. None otherwise.
+    pub fn quiet_why(&self) -> Option<String> {
+        if self.quiet_hint() != QuietHint::HealthyUnseen {
+            return None;
+        }
+        let stats = self
+            .netlink
+            .as_ref()
+            .and_then(|k| k.stats_missing.as_deref().or(k.error.as_deref()))
+            .unwrap_or("not asked by this source");
+        let hooks = match self.detail {
+            Some(Detail::Light) => {
+                "left off by --detail light (--detail full attaches them where fentry or kprobes \
+                 work)"
+            }
+            _ => "none attached on this kernel (ppscope doctor says why)",
+        };
+        Some(format!(
+            "Kernel page_pool stats: {stats}. Per-page hooks: {hooks}."
+        ))
+    }
+
     /// A snapshot of these pools only: no devmem, gve, device or timeline section, no hooks.
     pub fn with_pools(
         kernel: impl Into<String>,
@@ -526,6 +565,36 @@ impl Snapshot {
             timeline: Vec::new(),
             backends: Default::default(),
             detail: None,
+        }
+    }
+}
+
+/// Why a window shows no pool ([`Snapshot::quiet_hint`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuietHint {
+    /// Every page is seen, or the kernel's stats of every pool here are read: no pool moved.
+    NoTraffic,
+    /// The kernel's stats are read, but netlink answers for ppscope's network namespace only.
+    OtherNamespaces,
+    /// No hook sees every page and no kernel stats are read: only refills and the page
+    /// allocator show a pool.
+    HealthyUnseen,
+}
+
+impl QuietHint {
+    /// The hint, short enough for the dashboard's headline.
+    pub fn text(self) -> &'static str {
+        match self {
+            QuietHint::NoTraffic => "no traffic on a page_pool driver?",
+            QuietHint::OtherNamespaces => {
+                "no traffic on a page_pool driver in this network namespace? A pool in another \
+                 shows only when it refills or uses the page allocator"
+            }
+            QuietHint::HealthyUnseen => {
+                "light traffic is not seen here: a pool shows only when it refills or uses the \
+                 page allocator, as no per-page hook is attached and no kernel page_pool stats \
+                 are read"
+            }
         }
     }
 }

@@ -15,8 +15,9 @@
 //!   line for each of ppscope's own programs in the object.
 //! - `bench-probe xdp OBJECT DEV...`: attaches `xdp_pass` to every DEV (gives each veth its
 //!   page_pools), prints `attached N`, and holds them until killed.
-//! - `bench-probe udp ADDR...`: sends one datagram to port 9 of every ADDR (the first packet
-//!   through each veth makes its pool allocate, so the probes see every pool).
+//! - `bench-probe udp ADDR...`: sends one datagram to port 9 of every IPv4 ADDR, written in
+//!   two parts so that it takes a page from the receiving veth's pool ([`send_paged`]).
+//! - `bench-probe udp-every SECONDS ADDR...`: the same every SECONDS, until killed.
 //! - `bench-probe stats-cost OBJECT ROUNDS`: what the kernel's BPF run-time stats cost every
 //!   program while they are on: `xdp_pass` run by `BPF_PROG_TEST_RUN` (the kernel's own loop,
 //!   `STATS_RUNS` runs a window) with the stats off, then on (`BPF_ENABLE_STATS` held), ROUNDS
@@ -26,7 +27,8 @@
 use std::{
     env, fs,
     io::{BufRead, BufReader},
-    net::UdpSocket,
+    net::{Ipv4Addr, UdpSocket},
+    os::fd::AsRawFd,
     process::{Command, ExitCode, Stdio},
     sync::mpsc,
     thread,
@@ -376,11 +378,54 @@ fn xdp(object: &str, devs: &[String]) -> Result<()> {
     }
 }
 
+fn ipv4s(addrs: &[String]) -> Result<Vec<Ipv4Addr>> {
+    addrs
+        .iter()
+        .map(|a| {
+            a.parse()
+                .with_context(|| format!("{a}: not an IPv4 address"))
+        })
+        .collect()
+}
+
+/// One datagram to port 9 of `to`, written in two parts, the first with `MSG_MORE`: the
+/// second part lands in a page fragment (veth has scatter-gather), so the datagram is
+/// nonlinear, and a veth with XDP copies it into a page of its page_pool. Written at once it
+/// is linear with the headroom XDP needs (veth asks its peer for it) and takes no page
+/// (`ethtool -S`: 7 XDP packets, 2 pool allocations; KERNEL.md, "What touches a veth pool").
+fn send_paged(sock: &UdpSocket, to: Ipv4Addr) -> std::io::Result<()> {
+    let addr = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: 9u16.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(to).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    for (part, flags) in [(&b"ppscope-"[..], libc::MSG_MORE), (&b"bench"[..], 0)] {
+        // SAFETY: a valid buffer and a sockaddr_in of the size given.
+        let n = unsafe {
+            libc::sendto(
+                sock.as_raw_fd(),
+                part.as_ptr().cast(),
+                part.len(),
+                flags,
+                (&addr as *const libc::sockaddr_in).cast(),
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            )
+        };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 fn udp(addrs: &[String]) -> Result<()> {
     let sock = UdpSocket::bind("0.0.0.0:0")?;
     let mut sent = 0;
-    for a in addrs {
-        if sock.send_to(b"ppscope-bench", (a.as_str(), 9)).is_ok() {
+    for a in ipv4s(addrs)? {
+        if send_paged(&sock, a).is_ok() {
             sent += 1;
         }
     }
@@ -388,14 +433,15 @@ fn udp(addrs: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// One packet to each address every `every`, until killed: pools that keep receiving, as an
-/// always-on agent sees them on a busy host.
+/// One packet to each address every `every`, until killed: pools that keep receiving (each
+/// packet takes a page from its pool), as an always-on agent sees them on a busy host.
 fn udp_every(every: Duration, addrs: &[String]) -> Result<()> {
     let sock = UdpSocket::bind("0.0.0.0:0")?;
+    let addrs = ipv4s(addrs)?;
     let mut next = Instant::now();
     loop {
-        for a in addrs {
-            let _ = sock.send_to(b"ppscope-bench", (a.as_str(), 9));
+        for a in &addrs {
+            let _ = send_paged(&sock, *a);
         }
         next += every;
         std::thread::sleep(next.saturating_duration_since(Instant::now()));

@@ -73,7 +73,7 @@ fn bench_host_quick_smoke() {
 #[test]
 #[ignore = "boots the VM lab; run by cargo xtask test"]
 fn vm_bench_quick_smoke() {
-    let r = quick(&["probe-cost", "workload"], false);
+    let r = quick(&["probe-cost", "workload", "agent"], false);
     for backend in ["fentry", "kprobe"] {
         let rows: Vec<_> = r
             .probe_cost
@@ -96,5 +96,21 @@ fn vm_bench_quick_smoke() {
                 .unwrap_or_else(|| panic!("no {w}/{c} row: {:?}", r.workload_notes));
             assert!(row.mbps.median > 0.1, "{row:?}");
         }
+    }
+    // The agent in the guest saw every pool move in the windows with traffic (netlink's
+    // page_pool stats of its own namespace), and few or none in the windows without.
+    let (moving, still): (Vec<_>, Vec<_>) = r.agent_vm.iter().partition(|w| w.moving);
+    assert!(
+        !moving.is_empty() && !still.is_empty(),
+        "{:?} {:?}",
+        r.agent_vm,
+        r.agent_notes
+    );
+    for w in &moving {
+        assert_eq!(w.pools_per_interval, w.pools_made, "{w:?}");
+        assert!(w.cpu > 0.0 && w.rss_mb > 1.0, "{w:?}");
+    }
+    for w in &still {
+        assert!(w.pools_per_interval * 2 < w.pools_made, "{w:?}");
     }
 }

@@ -5,9 +5,11 @@
 #   result WORKLOAD CONFIG ROUND MBIT_S CPU_PERCENT
 #   tool-error CONFIG TEXT
 #   startup TOOL MS
+#   agent-vm MODE ROUND POOLS_MADE POOLS_PER_INTERVAL CPU_TICKS SECONDS RSS_KIB
 #
-# Usage: bench-vm.sh ROUNDS SECONDS PHASES CONFIGS [STARTUPS [FLOOR_ROUNDS [OURS_COPIES]]]
-#   PHASES: comma list of floor, workload, startup
+# Usage: bench-vm.sh ROUNDS SECONDS PHASES CONFIGS [STARTUPS [FLOOR_ROUNDS [OURS_COPIES
+#                    [AGENT_POOLS [AGENT_SECS]]]]]
+#   PHASES: comma list of floor, workload, startup, agent
 #   CONFIGS: comma list of none, fentry, kprobe, light, bpftrace, funclatency
 #   STARTUPS: start-up measurements per tool (default 3; `cargo xtask bench` asks for 5)
 #   FLOOR_ROUNDS: rounds of the floor phase (default ROUNDS; `cargo xtask bench` asks for
@@ -15,6 +17,8 @@
 #   OURS_COPIES: ppscope instances in each floor window (default 1; `cargo xtask bench` asks
 #   for as many as the floor's copies): each loads its own programs, and the host takes their
 #   mean, as it does the floor's
+#   AGENT_POOLS, AGENT_SECS: the agent phase's veth pools (default 1000) and the seconds of
+#   each of its windows (default 30)
 # Needs /lab/bench-probe, /lab/bursty, /lab/ppscope.o (the eBPF object); bpftrace and
 # funclatency where the configs name them.
 set -u
@@ -26,6 +30,8 @@ CONFIGS=$(echo "$4" | tr , ' ')
 STARTUPS=${5:-3}
 FLOOR_ROUNDS=${6:-$ROUNDS}
 OURS_COPIES=${7:-1}
+AGENT_POOLS=${8:-1000}
+AGENT_SECS=${9:-30}
 OBJ=/lab/ppscope.o
 BT_SCRIPT=/tmp/pp.bt
 # No workload run may take more than this (a stuck one is a "nan" row, not a lost run). The
@@ -270,5 +276,74 @@ if has_phase startup; then
         for t in "$@"; do start_once "$t"; done
     done
 fi
+# The agent on pools whose movement it sees every interval: AGENT_POOLS veth pairs, the
+# receivers (pnN, XDP on each) here, the senders (pqN) in ppn. Each datagram takes a fragment
+# of a pool page (bench-probe writes it in two parts), which only --detail full's per-page
+# hooks see: a veth pool's small traffic never refills its cache or uses the page allocator,
+# and netlink lists no veth pool (no netdev link), so --detail light sees none of it.
+# Windows alternate between no traffic (still: the pools are known, nothing moves) and a
+# packet to each pool every second (moving), the order turning each round. CPU_TICKS are the
+# agent's utime + stime over the window in USER_HZ ticks (100 a second: ticks per second are
+# % of a core).
+if has_phase agent; then
+    ulimit -n 65536
+    ip netns add ppn
+    ip -n ppn link set lo up
+    awk -v n="$AGENT_POOLS" 'BEGIN { for (i = 0; i < n; i++) printf "link add pn%d type veth peer name pq%d netns ppn\n", i, i }' >/tmp/pairs.b
+    # Receivers 198.19.B.4k+2, senders 198.19.B.4k+1: a /30 per pair (the lab's 198.18.0.0/15).
+    awk -v n="$AGENT_POOLS" 'BEGIN { for (i = 0; i < n; i++) printf "addr add 198.19.%d.%d/30 dev pn%d\nlink set pn%d up\n", int(i / 64), (i % 64) * 4 + 2, i, i }' >/tmp/pn.b
+    awk -v n="$AGENT_POOLS" 'BEGIN { for (i = 0; i < n; i++) printf "addr add 198.19.%d.%d/30 dev pq%d\nlink set pq%d up\n", int(i / 64), (i % 64) * 4 + 1, i, i }' >/tmp/pq.b
+    devs=$(awk -v n="$AGENT_POOLS" 'BEGIN { for (i = 0; i < n; i++) printf "pn%d ", i }')
+    addrs=$(awk -v n="$AGENT_POOLS" 'BEGIN { for (i = 0; i < n; i++) printf "198.19.%d.%d ", int(i / 64), (i % 64) * 4 + 2 }')
+    if ! { ip -batch /tmp/pairs.b && ip -batch /tmp/pn.b && ip -n ppn -batch /tmp/pq.b; } >/tmp/pairs.log 2>&1; then
+        echo "tool-error agent-vm making $AGENT_POOLS veth pairs: $(tr '\n' ' ' </tmp/pairs.log | cut -c1-300)"
+    else
+        /lab/bench-probe xdp $OBJ $devs >/tmp/xdpn.log 2>&1 &
+        XDPN=$!
+        if ! poll_for /tmp/xdpn.log attached 3000; then
+            echo "tool-error agent-vm xdp on $AGENT_POOLS devices: $(tr '\n' ' ' </tmp/xdpn.log | cut -c1-300)"
+        else
+            # A first packet through each pool, so that every pool has allocated.
+            ip netns exec ppn /lab/bench-probe udp $addrs >/dev/null 2>&1
+            start_agent --interval 1s --detail full
+            # The most pools one interval showed, of three intervals (one line per pool view).
+            per_interval() {
+                _most=0
+                for _k in 1 2 3; do
+                    _n=$(scrape '/api/v1/snapshot?window=interval' | grep -o '"ring_hit_rate"' | wc -l)
+                    [ "$_n" -gt "$_most" ] && _most=$_n
+                    sleep 1.1
+                done
+                echo "$_most"
+            }
+            agent_ticks() { awk '{ print $14 + $15 }' "/proc/$AGENT/stat"; }
+            r=1
+            while [ "$r" -le "$ROUNDS" ]; do
+                case $((r % 2)) in 1) order="still moving" ;; *) order="moving still" ;; esac
+                for mode in $order; do
+                    FEED=""
+                    if [ "$mode" = moving ]; then
+                        ip netns exec ppn /lab/bench-probe udp-every 1 $addrs >/dev/null 2>&1 &
+                        FEED=$!
+                    fi
+                    # Past the previous window's last moves and into this one's.
+                    sleep 5
+                    c0=$(agent_ticks); t0=$(cut -d' ' -f1 /proc/uptime)
+                    sleep "$AGENT_SECS"
+                    c1=$(agent_ticks); t1=$(cut -d' ' -f1 /proc/uptime)
+                    seen=$(per_interval)
+                    [ -n "$FEED" ] && { kill "$FEED"; wait "$FEED" 2>/dev/null; }
+                    echo "agent-vm $mode $r $AGENT_POOLS $seen $((c1 - c0)) $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') $(rss_kib "$AGENT")"
+                done
+                r=$((r + 1))
+            done
+            stop_agent || true
+        fi
+        kill "$XDPN" 2>/dev/null
+        wait "$XDPN" 2>/dev/null
+    fi
+    ip netns del ppn
+fi
+
 kill "$XDP"
 echo "bench-done"

@@ -97,6 +97,9 @@ pub struct Results {
     pub agent: Vec<report::AgentRow>,
     pub agent_notes: Vec<String>,
     pub top: Vec<report::TopRow>,
+    /// The agent in the VM lab, on pools it sees move each interval and on the same pools
+    /// still, window by window.
+    pub agent_vm: Vec<report::AgentVmWindow>,
     pub startup: Vec<report::StartupRow>,
     pub startup_notes: Vec<String>,
     pub simulator: Vec<report::SimRow>,
@@ -150,7 +153,10 @@ pub fn collect(args: &BenchArgs) -> Result<Results> {
     if args.wants("startup") {
         host::startup(args, &tools, &mut res)?;
     }
-    let vm_wanted = args.wants("probe-cost") || args.wants("workload") || args.wants("startup");
+    let vm_wanted = args.wants("probe-cost")
+        || args.wants("workload")
+        || args.wants("startup")
+        || args.wants("agent");
     if vm_wanted && !args.no_vm {
         vm::run(args, &tools, &mut res)?;
     }

@@ -4,7 +4,7 @@
 use anyhow::Result;
 use std::time::Duration;
 
-use super::report::{StartupRow, WorkloadRow};
+use super::report::{AgentVmWindow, StartupRow, WorkloadRow};
 use super::{host, BenchArgs, Results, Spread, Tools, FLOOR_COPIES};
 use crate::vm::{run_script, which, with_libs, Ppscope, VmRun};
 
@@ -19,6 +19,9 @@ pub fn run(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
     if args.wants("startup") {
         phases.push("startup");
     }
+    if args.wants("agent") {
+        phases.push("agent");
+    }
     let rounds = args.rounds.unwrap_or(if args.quick { 1 } else { 3 });
     let floor_rounds = if args.quick { rounds } else { 2 * rounds };
     let secs = if args.quick { 2 } else { 4 };
@@ -32,7 +35,9 @@ pub fn run(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
         .push((tools.object.clone(), "/lab/ppscope.o".into()));
     // The whole bench took 31 min, most of it here, once the probe cost's windows ran
     // ppscope in copies (2026-12-06): room for a slower boot.
-    run.timeout = Duration::from_secs(if args.quick { 600 } else { 2700 });
+    // The agent phase adds about 8 min: 1,000 veth pairs made and torn down under TCG, and
+    // six windows of 35 s.
+    run.timeout = Duration::from_secs(if args.quick { 900 } else { 3300 });
     // bpftrace brings ~200 MB of LLVM and clang: the smoke run leaves the alternatives out.
     if !args.quick {
         match which("bpftrace") {
@@ -73,6 +78,10 @@ pub fn run(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
         floor_rounds.to_string(),
         // ppscope's side in as many loads as the floor's (see the script).
         FLOOR_COPIES.to_string(),
+        // The agent phase: the issue's 1,000 pools (20 in the smoke run), each window 30 s
+        // (5 s).
+        (if args.quick { 20 } else { 1000 }).to_string(),
+        (if args.quick { 5 } else { 30 }).to_string(),
     ];
     eprintln!(
         "bench: VM lab ({}), {rounds} round(s) of {secs} s ({} of probe cost), configs {}",
@@ -152,6 +161,8 @@ pub fn parse(output: &str, configs: &[&str], res: &mut Results) {
                     res.startup_notes.push(note);
                 } else if what.starts_with("floor") {
                     res.probe_cost_notes.push(note);
+                } else if *what == "agent-vm" {
+                    res.agent_notes.push(format!("VM: {note}"));
                 } else if !res.workload_notes.contains(&note) {
                     res.workload_notes.push(note);
                 }
@@ -216,6 +227,35 @@ pub fn parse(output: &str, configs: &[&str], res: &mut Results) {
         }
     }
     res.startup_notes.dedup();
+    for l in output.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if let ["agent-vm", mode, round, made, seen, ticks, secs, rss_kib] = f.as_slice() {
+            let (Ok(round), Ok(made), Ok(seen), Ok(ticks), Ok(secs), Ok(rss_kib)) = (
+                round.parse(),
+                made.parse(),
+                seen.parse(),
+                ticks.parse::<f64>(),
+                secs.parse::<f64>(),
+                rss_kib.parse::<f64>(),
+            ) else {
+                res.agent_notes
+                    .push(format!("VM: an agent window's line did not parse: {l}"));
+                continue;
+            };
+            if secs > 0.0 {
+                res.agent_vm.push(AgentVmWindow {
+                    moving: *mode == "moving",
+                    round,
+                    secs,
+                    pools_made: made,
+                    pools_per_interval: seen,
+                    // USER_HZ ticks (100 a second) per second: % of a core.
+                    cpu: ticks / secs,
+                    rss_mb: rss_kib / 1024.0,
+                });
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -244,6 +284,24 @@ tool-error floor-copies-kprobe instance 2 did not start\n";
         assert!(r.probe_cost_notes.iter().any(|n| n.contains("instance 2")));
         assert!(!r.workload_notes.iter().any(|n| n.contains("instance 2")));
         assert_eq!(r.startup[0].ms.median, 812.5);
+    }
+
+    #[test]
+    fn the_agents_windows_are_read_as_percent_of_a_core() {
+        let out = "agent-vm still 1 1000 0 150 30.00 40960\n\
+agent-vm moving 1 1000 1000 300 30.00 51200\nagent-vm moving 2 1000 x 300 30.00 51200\n\
+tool-error agent-vm xdp on 1000 devices: boom\n";
+        let mut r = Results::default();
+        parse(out, &[], &mut r);
+        assert_eq!(r.agent_vm.len(), 2);
+        let (still, moving) = (&r.agent_vm[0], &r.agent_vm[1]);
+        assert!(!still.moving && moving.moving);
+        assert_eq!((still.cpu, moving.cpu), (5.0, 10.0));
+        assert_eq!((moving.pools_per_interval, moving.round), (1000, 1));
+        assert_eq!(moving.rss_mb, 50.0);
+        assert!(r.agent_notes.iter().any(|n| n.contains("did not parse")));
+        assert!(r.agent_notes.iter().any(|n| n.contains("boom")));
+        assert!(r.workload_notes.is_empty(), "{:?}", r.workload_notes);
     }
 
     /// The light window: every ppscope program of the object counts, per page (the empty

@@ -542,34 +542,42 @@ mod tests {
             s.backends
                 .insert(h.into(), hook(h, Some(Backend::Tracepoint)));
         }
-        s.backends.insert("alloc".into(), hook("alloc", None));
+        for h in ["alloc", "refill"] {
+            s.backends.insert(h.into(), hook(h, None));
+        }
         s.netlink = Some(NetlinkSourceView {
             stats_available: false,
             stats_missing: Some("this kernel has no CONFIG_PAGE_POOL_STATS".into()),
             error: None,
         });
         let t = text(&s);
-        assert!(t.contains("(light traffic is not seen here: a pool shows only when it refills or uses the page allocator"), "{t}");
-        assert!(!t.contains("no traffic on"), "{t}");
         assert!(
-            t.contains("Kernel page_pool stats: this kernel has no CONFIG_PAGE_POOL_STATS. Per-page hooks: left off by --detail light (--detail full attaches them"),
+            t.contains("(light traffic is unseen here: a pool shows only at the page allocator)."),
             "{t}"
         );
+        assert!(
+            t.contains("Kernel page_pool stats: this kernel has no CONFIG_PAGE_POOL_STATS. The allocation hook: left off by --detail light (--detail full attaches it"),
+            "{t}"
+        );
+        // A refill hook (fentry) shows a pool at its refills too.
+        s.backends
+            .insert("refill".into(), hook("refill", Some(Backend::Fentry)));
+        assert!(text(&s).contains("a pool shows only at refills or the page allocator)"));
         s.detail = Some(Detail::Full);
-        assert!(text(&s).contains("Per-page hooks: none attached on this kernel"));
+        assert!(text(&s).contains("The allocation hook: not attached on this kernel"));
 
-        // The kernel's stats read: only other namespaces' pools can hide.
+        // The kernel's stats read: only pools netlink does not list can hide.
         s.netlink.as_mut().unwrap().stats_available = true;
         let t = text(&s);
-        assert!(t.contains("(no traffic on a page_pool driver in this network namespace? A pool in another shows only when"), "{t}");
-        assert!(!t.contains("Kernel page_pool stats:"), "{t}");
+        assert!(t.contains("(no traffic here? pools netlink does not list show only at refills or the page allocator)"), "{t}");
+        assert!(t.contains("Kernel page_pool stats: read for the pools netlink lists in this network namespace"), "{t}");
 
-        // Every page seen: no traffic is the answer.
-        s.netlink.as_mut().unwrap().stats_available = false;
-        for h in ["alloc", "recycle"] {
-            s.backends.insert(h.into(), hook(h, Some(Backend::Fentry)));
-        }
-        assert!(text(&s).contains("(no traffic on a page_pool driver?)"));
+        // Every allocation seen: no traffic is the answer, and nothing more is said.
+        s.backends
+            .insert("alloc".into(), hook("alloc", Some(Backend::Fentry)));
+        let t = text(&s);
+        assert!(t.contains("(no traffic on a page_pool driver?)"), "{t}");
+        assert!(!t.contains("Kernel page_pool stats:"), "{t}");
     }
 
     #[test]

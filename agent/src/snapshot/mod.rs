@@ -509,40 +509,50 @@ impl Snapshot {
 
     /// What a window that shows no pool may hide: said after "no page_pool activity". A
     /// healthy pool under light traffic recycles its pages in its own cache and never refills
-    /// it or calls the page allocator, so where no hook sees every page and netlink's
-    /// page_pool stats are not read, its traffic is invisible and "no traffic?" would send
-    /// the reader the wrong way.
+    /// it or calls the page allocator, so where no hook sees every allocation and netlink's
+    /// page_pool stats are not read, its traffic is invisible and "no traffic?" would send the
+    /// reader the wrong way.
     pub fn quiet_hint(&self) -> QuietHint {
         let on = |h: &str| self.backends.get(h).is_some_and(HookStatus::attached);
-        if self.backends.is_empty() || (on("alloc") && on("recycle")) {
+        // Any received packet a pool serves takes an allocation (a fragment's page included).
+        if self.backends.is_empty() || on("alloc") {
             QuietHint::NoTraffic
         } else if self.netlink.as_ref().is_some_and(|k| k.stats_available) {
-            QuietHint::OtherNamespaces
+            QuietHint::Unlisted {
+                refills: on("refill"),
+            }
         } else {
-            QuietHint::HealthyUnseen
+            QuietHint::HealthyUnseen {
+                refills: on("refill"),
+            }
         }
     }
 
-    /// For a report under [`QuietHint::HealthyUnseen`]: why the kernel's stats were not read
-    /// and what would attach the per-page hooks. None otherwise.
+    /// For a report, after the hint: what the kernel's stats cover and what would attach the
+    /// allocation hook. None under [`QuietHint::NoTraffic`].
     pub fn quiet_why(&self) -> Option<String> {
-        if self.quiet_hint() != QuietHint::HealthyUnseen {
-            return None;
-        }
-        let stats = self
-            .netlink
-            .as_ref()
-            .and_then(|k| k.stats_missing.as_deref().or(k.error.as_deref()))
-            .unwrap_or("not asked by this source");
         let hooks = match self.detail {
             Some(Detail::Light) => {
-                "left off by --detail light (--detail full attaches them where fentry or kprobes \
+                "left off by --detail light (--detail full attaches it where fentry or kprobes \
                  work)"
             }
-            _ => "none attached on this kernel (ppscope doctor says why)",
+            _ => "not attached on this kernel (ppscope doctor says why)",
+        };
+        let stats = match self.quiet_hint() {
+            QuietHint::NoTraffic => return None,
+            QuietHint::Unlisted { .. } => {
+                "read for the pools netlink lists in this network \
+                namespace: not another namespace's, nor a pool its driver made without a \
+                netdev (veth's)"
+            }
+            QuietHint::HealthyUnseen { .. } => self
+                .netlink
+                .as_ref()
+                .and_then(|k| k.stats_missing.as_deref().or(k.error.as_deref()))
+                .unwrap_or("not asked by this source"),
         };
         Some(format!(
-            "Kernel page_pool stats: {stats}. Per-page hooks: {hooks}."
+            "Kernel page_pool stats: {stats}. The allocation hook: {hooks}."
         ))
     }
 
@@ -572,28 +582,33 @@ impl Snapshot {
 /// Why a window shows no pool ([`Snapshot::quiet_hint`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QuietHint {
-    /// Every page is seen, or the kernel's stats of every pool here are read: no pool moved.
+    /// Every allocation is seen (or the source names no hooks: a simulation): no pool moved.
     NoTraffic,
-    /// The kernel's stats are read, but netlink answers for ppscope's network namespace only.
-    OtherNamespaces,
-    /// No hook sees every page and no kernel stats are read: only refills and the page
-    /// allocator show a pool.
-    HealthyUnseen,
+    /// No allocation hook, the kernel's stats read: a pool they do not cover shows only at a
+    /// refill (when `refills` is hooked) or a page to or from the page allocator.
+    Unlisted { refills: bool },
+    /// No allocation hook and no kernel stats: every pool shows only there.
+    HealthyUnseen { refills: bool },
 }
 
 impl QuietHint {
-    /// The hint, short enough for the dashboard's headline.
+    /// The hint, short enough for the dashboard's two-line headline at 80 columns after "No
+    /// page_pool activity in this interval (".
     pub fn text(self) -> &'static str {
         match self {
             QuietHint::NoTraffic => "no traffic on a page_pool driver?",
-            QuietHint::OtherNamespaces => {
-                "no traffic on a page_pool driver in this network namespace? A pool in another \
-                 shows only when it refills or uses the page allocator"
+            QuietHint::Unlisted { refills: true } => {
+                "no traffic here? pools netlink does not list show only at refills or the page \
+                 allocator"
             }
-            QuietHint::HealthyUnseen => {
-                "light traffic is not seen here: a pool shows only when it refills or uses the \
-                 page allocator, as no per-page hook is attached and no kernel page_pool stats \
-                 are read"
+            QuietHint::Unlisted { refills: false } => {
+                "no traffic here? pools netlink does not list show only at the page allocator"
+            }
+            QuietHint::HealthyUnseen { refills: true } => {
+                "light traffic is unseen here: a pool shows only at refills or the page allocator"
+            }
+            QuietHint::HealthyUnseen { refills: false } => {
+                "light traffic is unseen here: a pool shows only at the page allocator"
             }
         }
     }

@@ -5,7 +5,7 @@
 #   result WORKLOAD CONFIG ROUND MBIT_S CPU_PERCENT
 #   tool-error CONFIG TEXT
 #   startup TOOL MS
-#   agent-vm MODE ROUND POOLS_MADE POOLS_PER_INTERVAL CPU_TICKS SECONDS RSS_KIB
+#   agent-vm still|moving|light-moving ROUND POOLS_MADE POOLS_PER_INTERVAL CPU_TICKS SECONDS RSS_KIB
 #
 # Usage: bench-vm.sh ROUNDS SECONDS PHASES CONFIGS [STARTUPS [FLOOR_ROUNDS [OURS_COPIES
 #                    [AGENT_POOLS [AGENT_SECS]]]]]
@@ -278,21 +278,87 @@ if has_phase startup; then
 fi
 # The agent on pools whose movement it sees every interval: AGENT_POOLS veth pairs, the
 # receivers (pnN, XDP on each) here, the senders (pqN) in ppn. Each datagram takes a fragment
-# of a pool page (bench-probe writes it in two parts), which only --detail full's per-page
-# hooks see: a veth pool's small traffic never refills its cache or uses the page allocator,
-# and netlink lists no veth pool (no netdev link), so --detail light sees none of it.
-# Windows alternate between no traffic (still: the pools are known, nothing moves) and a
-# packet to each pool every second (moving), the order turning each round. CPU_TICKS are the
-# agent's utime + stime over the window in USER_HZ ticks (100 a second: ticks per second are
-# % of a core).
+# of a pool page (bench-probe writes it in two parts), which --detail full's allocation hooks
+# see. Windows alternate between no traffic (still: the agent knows the pools, nothing moves)
+# and a packet to each pool every second (moving), the order turning each round, and
+# /metrics is scraped every 15 s in each, as the host benchmark does. Last, one moving window
+# of an agent at --detail light (its default) on the same pools: mode light-moving. CPU_TICKS
+# are the agent's utime + stime over the window in USER_HZ ticks (100 a second: ticks per
+# second are % of a core).
+
+# pools_moved: of the snapshot (JSON) on stdin, the pools with a positive count among their
+# allocations, recycles, and pages from and to the allocator (host.rs' pools_moved: an
+# interval's snapshot also lists a pool that did not move while it has advice). The keys are
+# sorted, so a pool's "alloc" object comes first, then "pages", then "recycle".
+pools_moved() {
+    awk '{ s = s $0 } END {
+        i = index(s, "\"pools\":"); if (i == 0) { print 0; exit }
+        s = substr(s, i); j = index(s, "\"timeline\":"); if (j) s = substr(s, 1, j)
+        moved = 0; cur = 0; seen = 0
+        while (match(s, /"(alloc|pages|recycle)":\{[^}]*\}/)) {
+            m = substr(s, RSTART, RLENGTH); s = substr(s, RSTART + RLENGTH)
+            if (m ~ /^"alloc"/) { if (cur) moved++; cur = 0; seen = 1 }
+            if (m ~ /:[1-9]/) cur = 1
+        }
+        if (cur) moved++
+        print moved }'
+}
+
+# agent_window MODE ROUND: one measured window of the running agent ($AGENT).
+agent_window() {
+    _feed=""
+    case $1 in *moving)
+        ip netns exec ppn /lab/bench-probe udp-every 1 $addrs >/dev/null 2>&1 &
+        _feed=$!
+    esac
+    # Past the previous window's last moves and into this one's.
+    sleep 5
+    ( while :; do scrape >/dev/null 2>&1; sleep 15; done ) &
+    _scraper=$!
+    _c0=$(awk '{ print $14 + $15 }' "/proc/$AGENT/stat"); _t0=$(cut -d' ' -f1 /proc/uptime)
+    sleep "$AGENT_SECS"
+    _c1=$(awk '{ print $14 + $15 }' "/proc/$AGENT/stat"); _t1=$(cut -d' ' -f1 /proc/uptime)
+    kill "$_scraper"
+    wait "$_scraper" 2>/dev/null
+    # The most pools whose counters moved in one interval, of three intervals.
+    _most=0
+    for _k in 1 2 3; do
+        _n=$(scrape '/api/v1/snapshot?window=interval' | pools_moved)
+        [ "$_n" -gt "$_most" ] && _most=$_n
+        sleep 1.1
+    done
+    [ -n "$_feed" ] && { kill "$_feed"; wait "$_feed" 2>/dev/null; }
+    echo "agent-vm $1 $2 $AGENT_POOLS $_most $((_c1 - _c0)) $(awk -v a="$_t0" -v b="$_t1" 'BEGIN { printf "%.2f", b - a }') $(rss_kib "$AGENT")"
+}
+
+# agent_up DETAIL: start the agent (pid in AGENT) and wait until it answers /metrics; on
+# failure a tool-error line, the agent stopped, and 1 (start_agent would end the script).
+agent_up() {
+    # The previous agent's "agent serving" must not pass for this one's.
+    rm -f /tmp/agent.err
+    ppscope agent --listen "$AGENT_ADDR" --interval 1s --detail "$1" 2>/tmp/agent.err &
+    AGENT=$!
+    poll_for /tmp/agent.err "agent serving" && poll_until 600 agent_answers && return 0
+    echo "tool-error agent-vm the agent (--detail $1) did not start: $(tr '\n' ' ' </tmp/agent.err | cut -c1-300)"
+    kill "$AGENT" 2>/dev/null
+    wait "$AGENT" 2>/dev/null
+    return 1
+}
+
 if has_phase agent; then
     ulimit -n 65536
     ip netns add ppn
     ip -n ppn link set lo up
-    awk -v n="$AGENT_POOLS" 'BEGIN { for (i = 0; i < n; i++) printf "link add pn%d type veth peer name pq%d netns ppn\n", i, i }' >/tmp/pairs.b
+    # No traffic but the benchmark's on the pairs: IPv6 off on the new devices (its address
+    # autoconfiguration sends for seconds after a link comes up, and moved the pools of a
+    # still window), permanent neighbours (no ARP), as the host benchmark's lab does.
+    v6_default=$(cat /proc/sys/net/ipv6/conf/default/disable_ipv6)
+    echo 1 >/proc/sys/net/ipv6/conf/default/disable_ipv6
+    ip netns exec ppn sh -c 'echo 1 >/proc/sys/net/ipv6/conf/default/disable_ipv6'
+    awk -v n="$AGENT_POOLS" 'BEGIN { for (i = 0; i < n; i++) printf "link add pn%d address 02:0a:00:00:%02x:%02x type veth peer name pq%d address 02:0b:00:00:%02x:%02x netns ppn\n", i, int(i / 256), i % 256, i, int(i / 256), i % 256 }' >/tmp/pairs.b
     # Receivers 198.19.B.4k+2, senders 198.19.B.4k+1: a /30 per pair (the lab's 198.18.0.0/15).
-    awk -v n="$AGENT_POOLS" 'BEGIN { for (i = 0; i < n; i++) printf "addr add 198.19.%d.%d/30 dev pn%d\nlink set pn%d up\n", int(i / 64), (i % 64) * 4 + 2, i, i }' >/tmp/pn.b
-    awk -v n="$AGENT_POOLS" 'BEGIN { for (i = 0; i < n; i++) printf "addr add 198.19.%d.%d/30 dev pq%d\nlink set pq%d up\n", int(i / 64), (i % 64) * 4 + 1, i, i }' >/tmp/pq.b
+    awk -v n="$AGENT_POOLS" 'BEGIN { for (i = 0; i < n; i++) printf "addr add 198.19.%d.%d/30 dev pn%d\nlink set pn%d up\nneigh add 198.19.%d.%d lladdr 02:0b:00:00:%02x:%02x dev pn%d nud permanent\n", int(i / 64), (i % 64) * 4 + 2, i, i, int(i / 64), (i % 64) * 4 + 1, int(i / 256), i % 256, i }' >/tmp/pn.b
+    awk -v n="$AGENT_POOLS" 'BEGIN { for (i = 0; i < n; i++) printf "addr add 198.19.%d.%d/30 dev pq%d\nlink set pq%d up\nneigh add 198.19.%d.%d lladdr 02:0a:00:00:%02x:%02x dev pq%d nud permanent\n", int(i / 64), (i % 64) * 4 + 1, i, i, int(i / 64), (i % 64) * 4 + 2, int(i / 256), i % 256, i }' >/tmp/pq.b
     devs=$(awk -v n="$AGENT_POOLS" 'BEGIN { for (i = 0; i < n; i++) printf "pn%d ", i }')
     addrs=$(awk -v n="$AGENT_POOLS" 'BEGIN { for (i = 0; i < n; i++) printf "198.19.%d.%d ", int(i / 64), (i % 64) * 4 + 2 }')
     if ! { ip -batch /tmp/pairs.b && ip -batch /tmp/pn.b && ip -n ppn -batch /tmp/pq.b; } >/tmp/pairs.log 2>&1; then
@@ -302,47 +368,27 @@ if has_phase agent; then
         XDPN=$!
         if ! poll_for /tmp/xdpn.log attached 3000; then
             echo "tool-error agent-vm xdp on $AGENT_POOLS devices: $(tr '\n' ' ' </tmp/xdpn.log | cut -c1-300)"
-        else
-            # A first packet through each pool, so that every pool has allocated.
+        elif agent_up full; then
+            # A first packet through each pool once the agent watches: every pool allocates,
+            # and the agent knows them all before the first still window.
             ip netns exec ppn /lab/bench-probe udp $addrs >/dev/null 2>&1
-            start_agent --interval 1s --detail full
-            # The most pools one interval showed, of three intervals (one line per pool view).
-            per_interval() {
-                _most=0
-                for _k in 1 2 3; do
-                    _n=$(scrape '/api/v1/snapshot?window=interval' | grep -o '"ring_hit_rate"' | wc -l)
-                    [ "$_n" -gt "$_most" ] && _most=$_n
-                    sleep 1.1
-                done
-                echo "$_most"
-            }
-            agent_ticks() { awk '{ print $14 + $15 }' "/proc/$AGENT/stat"; }
             r=1
             while [ "$r" -le "$ROUNDS" ]; do
                 case $((r % 2)) in 1) order="still moving" ;; *) order="moving still" ;; esac
-                for mode in $order; do
-                    FEED=""
-                    if [ "$mode" = moving ]; then
-                        ip netns exec ppn /lab/bench-probe udp-every 1 $addrs >/dev/null 2>&1 &
-                        FEED=$!
-                    fi
-                    # Past the previous window's last moves and into this one's.
-                    sleep 5
-                    c0=$(agent_ticks); t0=$(cut -d' ' -f1 /proc/uptime)
-                    sleep "$AGENT_SECS"
-                    c1=$(agent_ticks); t1=$(cut -d' ' -f1 /proc/uptime)
-                    seen=$(per_interval)
-                    [ -n "$FEED" ] && { kill "$FEED"; wait "$FEED" 2>/dev/null; }
-                    echo "agent-vm $mode $r $AGENT_POOLS $seen $((c1 - c0)) $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') $(rss_kib "$AGENT")"
-                done
+                for mode in $order; do agent_window "$mode" "$r"; done
                 r=$((r + 1))
             done
             stop_agent || true
+            if agent_up light; then
+                agent_window light-moving 1
+                stop_agent || true
+            fi
         fi
         kill "$XDPN" 2>/dev/null
         wait "$XDPN" 2>/dev/null
     fi
     ip netns del ppn
+    echo "$v6_default" >/proc/sys/net/ipv6/conf/default/disable_ipv6
 fi
 
 kill "$XDP"

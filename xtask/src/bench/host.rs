@@ -799,24 +799,23 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
             .unwrap_or_default();
         let pools = pools_in_metrics(&metrics);
         // The snapshot since start lists every pool that moved within the grace period (the
-        // metrics stop at `--max-pools`); an interval's snapshot, the pools that moved in it
-        // (the most of three, read after the measured minute).
-        let pools_in = |path: &str| {
-            http_get(port, path)
-                .and_then(|(_, r)| {
-                    let (_, body) = r.split_once("\r\n\r\n")?;
-                    serde_json::from_str::<serde_json::Value>(body).ok()
-                })
-                .and_then(|v| v["pools"].as_array().map(Vec::len))
-                .unwrap_or(0)
+        // metrics stop at `--max-pools`); of an interval's snapshot, the pools whose counters
+        // moved in it count (the most of three, read after the measured minute).
+        let snapshot = |path: &str| {
+            http_get(port, path).and_then(|(_, r)| {
+                let (_, body) = r.split_once("\r\n\r\n")?;
+                serde_json::from_str::<serde_json::Value>(body).ok()
+            })
         };
-        let listed = pools_in("/api/v1/snapshot");
+        let listed = snapshot("/api/v1/snapshot")
+            .and_then(|v| v["pools"].as_array().map(Vec::len))
+            .unwrap_or(0);
         let per_interval = (0..3)
             .map(|i| {
                 if i > 0 {
                     sleep(Duration::from_millis(1100));
                 }
-                pools_in("/api/v1/snapshot?window=interval")
+                snapshot("/api/v1/snapshot?window=interval").map_or(0, |v| pools_moved(&v))
             })
             .max()
             .unwrap_or(0);
@@ -902,6 +901,21 @@ fn top_cost(
     })();
     kill_server();
     result
+}
+
+/// The pools of a snapshot (JSON) whose counters moved: a positive count among its
+/// allocations, recycles, or pages taken from and given back to the page allocator. An
+/// interval's snapshot also lists a pool that did not move in it while it has advice.
+pub(super) fn pools_moved(snapshot: &serde_json::Value) -> usize {
+    let moved = |p: &serde_json::Value| {
+        ["alloc", "recycle", "pages"].iter().any(|k| {
+            p[k].as_object()
+                .is_some_and(|o| o.values().any(|v| v.as_u64().is_some_and(|n| n > 0)))
+        })
+    };
+    snapshot["pools"]
+        .as_array()
+        .map_or(0, |pools| pools.iter().filter(|p| moved(p)).count())
 }
 
 /// The pool count in `ppscope top`'s title line (" ppscope top kernel K │ 12 pools │ …").
@@ -1106,6 +1120,20 @@ pub fn simulator(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pool_moved_when_a_count_of_its_moved() {
+        let snap = serde_json::json!({ "pools": [
+            // Listed for its advice, nothing counted: a light pool's figures are null.
+            { "alloc": { "total": 0, "frag_calls": 0, "cache": null }, "recycle": { "total": null },
+              "pages": { "allocated": 0, "released": 0 }, "advice": { "recycled_rate": 1.0 } },
+            { "alloc": { "total": 0, "frag_calls": 3 }, "recycle": {}, "pages": {} },
+            { "alloc": { "total": null }, "recycle": { "ring": 2 }, "pages": {} },
+            { "alloc": {}, "recycle": {}, "pages": { "allocated": 0, "released": 64 } },
+        ]});
+        assert_eq!(pools_moved(&snap), 3);
+        assert_eq!(pools_moved(&serde_json::json!({})), 0);
+    }
 
     #[test]
     fn tops_pool_count_is_read_off_its_title() {

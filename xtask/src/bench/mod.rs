@@ -24,7 +24,14 @@ use std::process::Stdio;
 
 pub use stats::Spread;
 
-pub const NAMES: &[&str] = &["probe-cost", "workload", "agent", "startup", "simulator"];
+pub const NAMES: &[&str] = &[
+    "probe-cost",
+    "workload",
+    "agent",
+    "agent-vm",
+    "startup",
+    "simulator",
+];
 
 /// How many copies of each empty (and counting) program `bench-probe floor` runs in a window,
 /// each from its own load of the object; the floor is their mean. In the VM lab (TCG,
@@ -40,8 +47,8 @@ pub struct BenchArgs {
     /// A seconds-scale smoke run of each benchmark (short windows, one round, fewer pools).
     #[arg(long)]
     pub quick: bool,
-    /// Run only these benchmarks (comma list of probe-cost, workload, agent, startup,
-    /// simulator).
+    /// Run only these benchmarks (comma list of probe-cost, workload, agent, agent-vm,
+    /// startup, simulator).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Use this ppscope binary instead of building one (`cargo build --release`; its eBPF object is looked up beside
@@ -156,7 +163,7 @@ pub fn collect(args: &BenchArgs) -> Result<Results> {
     let vm_wanted = args.wants("probe-cost")
         || args.wants("workload")
         || args.wants("startup")
-        || args.wants("agent");
+        || args.wants("agent-vm");
     if vm_wanted && !args.no_vm {
         vm::run(args, &tools, &mut res)?;
     }

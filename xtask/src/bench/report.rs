@@ -85,8 +85,8 @@ pub struct AgentRow {
     /// `/api/v1/snapshot`): the agent knows them. The target is judged only if it knows about
     /// every pool made.
     pub pools_listed: usize,
-    /// The most pools one interval's snapshot showed (`?window=interval`, three read after the
-    /// window): pools whose movement the agent saw, not only knew.
+    /// The most pools whose counters moved in one interval's snapshot (`?window=interval`,
+    /// three read after the window): pools the agent saw move, not only knew.
     pub pools_per_interval: usize,
     pub pools_exported: usize,
     /// % of one core, per 1 s sample.
@@ -103,10 +103,12 @@ pub struct AgentRow {
 pub struct AgentVmWindow {
     /// A packet to each pool every second (else no traffic: the pools are known but still).
     pub moving: bool,
+    /// The agent at `--detail light` (else `--detail full`).
+    pub light: bool,
     pub round: u32,
     pub secs: f64,
     pub pools_made: usize,
-    /// The most pools one interval's snapshot showed, of three read after the window.
+    /// The most pools whose counters moved in one interval, of three read after the window.
     pub pools_per_interval: usize,
     /// % of one emulated core over the window.
     pub cpu: f64,
@@ -137,17 +139,18 @@ pub(super) fn agent_target(pools: usize) -> Option<(f64, f64)> {
     }
 }
 
-/// Said under the agent's table when a row's pools did not move in an interval (found
-/// 2026-12-06: every earlier run's rows were of such pools).
-const POOLS_NOT_SEEN_MOVING: &str = "- Pools moving per interval: the most pools one \
-interval's snapshot (`/api/v1/snapshot?window=interval`) showed, of three read after the \
-minute. Where it is below the pools made, the agent knew the pools (it listed them: they moved \
-when they were made) but saw none of their packets: on this host (tracepoints only, no \
-`CONFIG_PAGE_POOL_STATS`) `--detail light` sees a pool only when it refills its cache or uses \
-the page allocator, which a pool receiving a packet a second never does (`ppscope top` says so \
-in its headline). Such a row is the cost of keeping that many pools and reading their counters \
-every second; the work that grows with pools that move (their entries in a snapshot, advice \
-for changed profiles) is not in it.\n";
+/// Said under the agent's table when a row's pools were listed but not seen moving in an
+/// interval (found 2026-12-06: every earlier run's rows were of such pools).
+const POOLS_NOT_SEEN_MOVING: &str = "- Pools moving per interval: the most pools with a \
+count that moved (allocations, recycles, pages from or to the allocator) in one interval's \
+snapshot (`/api/v1/snapshot?window=interval`), of three read after the minute. Where it is far below the pools listed, the agent knew the pools (they moved when they \
+were made) but did not see them move in an interval: `--detail light` sees a veth pool move \
+only at a refill (where the refill hook attaches: not on a tracepoint-only kernel), a \
+slow-path allocation or a page to or from the page allocator, and netlink lists no veth pool \
+(a pool made without a netdev), while a pool taking a fragment of a page from its own cache \
+each second makes none of these. Such a row is the cost of keeping that many pools and \
+reading their counters every second; the work that grows with pools seen moving (their \
+entries in a snapshot, advice for changed profiles) is not in it: section 3b measures it.\n";
 
 /// `ppscope top` on the agent's pools: at most this % of a core (mean of the 1 s samples).
 pub const TOP_CPU_TARGET: f64 = 1.0;
@@ -168,7 +171,7 @@ const AGENT_WHY: &str = "\
   read in batches, the model's address-keyed maps on foldhash (`model::ByAddr`), pools sorted
   as indices, no advice window where the hooks cannot make a profile (this host: tracepoints
   only), advice every 5 s of window, every pool receiving (permanent neighbours, IPv6 off in
-  the lab; the table says how many moved). `perf record` on the agent then split its time
+  the lab; the table says how many pools the agent listed and how many it saw move). `perf record` on the agent then split its time
   between the sample (about half) and assembling two snapshots a second, the interval and the
   totals since start (about half). Now the agent only samples each interval and hands the
   samples over (shared, not copied: `source::Collected`); a scrape assembles the snapshot it
@@ -1040,9 +1043,16 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
                 }
             }
         }
-        if r.agent
+        // Far fewer seen moving (or shown) than listed (or made): under nine tenths.
+        let unseen = |listed: usize, seen: usize| listed > 0 && seen * 10 < listed * 9;
+        let top_unseen = r
+            .top
             .iter()
-            .any(|a| a.pools_per_interval * 10 < a.pools_made * 9)
+            .any(|t| t.pools_shown.is_some_and(|k| unseen(t.pools_made, k)));
+        if top_unseen
+            || r.agent
+                .iter()
+                .any(|a| unseen(a.pools_listed, a.pools_per_interval))
         {
             s.push_str(POOLS_NOT_SEEN_MOVING);
         }
@@ -1082,24 +1092,21 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
                 }
             );
         }
-        if r.top
-            .iter()
-            .any(|t| t.pools_shown.is_some_and(|k| k * 10 < t.pools_made * 9))
-        {
+        if top_unseen {
             let _ = writeln!(
                 s,
-                "- Where `top` showed fewer pools than were made, it is the cost of a dashboard \
-                 that reads every pool's counters each second and shows one interval's pools, \
-                 of which there were few or none for the reason above; not yet of one showing \
-                 them all."
+                "- Where `top` showed far fewer pools than were made, it is the cost of a \
+                 dashboard that reads every pool's counters each second and shows one \
+                 interval's pools, of which it saw few or none move (\"Pools moving per \
+                 interval\" above); not yet of one showing them all."
             );
         }
-        for n in &r.agent_notes {
+        for n in r.agent_notes.iter().filter(|n| !n.starts_with(VM_NOTE)) {
             let _ = writeln!(s, "- {n}");
         }
         s.push('\n');
-        agent_vm_section(r, &mut s);
     }
+    agent_vm_section(r, &mut s);
 
     if !r.startup.is_empty() || !r.startup_notes.is_empty() {
         let _ = writeln!(s, "## 4. Start-up: exec to first snapshot\n");
@@ -1193,38 +1200,49 @@ pub fn render(args: &BenchArgs, r: &Results, took: Duration) -> String {
     s
 }
 
+/// How the VM lab's notes on the agent phase begin (`vm::parse`): they go under its section.
+pub const VM_NOTE: &str = "VM: ";
+
 /// The agent on pools it sees move, in the VM lab: still and moving windows side by side.
 fn agent_vm_section(r: &Results, s: &mut String) {
-    if r.agent_vm.is_empty() {
+    let notes: Vec<&String> = r
+        .agent_notes
+        .iter()
+        .filter(|n| n.starts_with(VM_NOTE))
+        .collect();
+    if r.agent_vm.is_empty() && notes.is_empty() {
         return;
     }
     let kernel = r.vm_kernel.as_deref().unwrap_or("the lab's");
+    let full: Vec<&AgentVmWindow> = r.agent_vm.iter().filter(|w| !w.light).collect();
     let secs = r.agent_vm.iter().map(|w| w.secs).fold(0.0, f64::max);
-    let rounds = r.agent_vm.iter().map(|w| w.round).max().unwrap_or(0);
+    let rounds = full.iter().map(|w| w.round).max().unwrap_or(0);
     let _ = writeln!(
         s,
-        "### The agent on pools it sees move (VM lab, TCG)\n\n\
-         On this host no pool moves in an interval unless it refills or uses the page \
-         allocator (above). In the VM lab (kernel {kernel}, fentry), `ppscope agent \
-         --interval 1s --detail full` runs on N veth pools (XDP on each), where its per-page \
-         hooks see every datagram take a fragment of a pool page: windows of about {secs:.0} s \
-         alternate between no traffic (still: the pools are known, nothing moves) and a packet \
-         to each pool every second (moving), {rounds} round(s), the order turning each round. \
-         `--detail full`, because `--detail light` sees no veth pool move under such traffic \
-         (no refill, no page allocator, and netlink lists no veth pool); the agent's work per \
-         pool that moved is the same pipeline at either level, with more counters at full, so \
-         the ratio below bounds light's from above. CPU is of an emulated core, which TCG runs \
-         many times slower than a real one: these figures are not the target's. What they \
-         show is what the pools' moving adds, as the ratio of moving over still windows in one \
-         boot.\n"
+        "### 3b. The agent on pools it sees move (VM lab, TCG)\n\n\
+         In the VM lab (kernel {kernel}), `ppscope agent --interval 1s --detail full` on N \
+         veth pools (XDP on each) that it saw made, each datagram taking a fragment of a pool \
+         page, which full's allocation hooks count: windows of about {secs:.0} s alternate \
+         between no traffic (still: the pools are known, nothing moves) and a packet to each \
+         pool every second (moving), {rounds} round(s), the order turning each round, \
+         `/metrics` scraped every 15 s in each. `--detail full`, because `--detail light` sees \
+         little of these pools move (the last row: one moving window of a light agent on the \
+         same pools; \"Pools moving per interval\" in section 3 says why). CPU is of an \
+         emulated core, which TCG runs many times slower than a real one: these figures are \
+         not the target's. What they show is what the pools' moving adds to a full agent, as \
+         the ratio of moving over still windows in one boot.\n"
     );
     let _ = writeln!(
         s,
-        "| pools | traffic | pools moving per interval | CPU % of an emulated core (per window) | RSS MB |"
+        "| pools | agent | traffic | pools moving per interval | CPU % of an emulated core (per window) | RSS MB |"
     );
-    let _ = writeln!(s, "| ---: | --- | ---: | ---: | ---: |");
-    for moving in [false, true] {
-        let w: Vec<&AgentVmWindow> = r.agent_vm.iter().filter(|w| w.moving == moving).collect();
+    let _ = writeln!(s, "| ---: | --- | --- | ---: | ---: | ---: |");
+    for (moving, light) in [(false, false), (true, false), (true, true)] {
+        let w: Vec<&AgentVmWindow> = r
+            .agent_vm
+            .iter()
+            .filter(|w| w.moving == moving && w.light == light)
+            .collect();
         let cpu: Vec<f64> = w.iter().map(|w| w.cpu).collect();
         let Some(spread) = Spread::of(&cpu) else {
             continue;
@@ -1232,8 +1250,9 @@ fn agent_vm_section(r: &Results, s: &mut String) {
         let seen: Vec<String> = w.iter().map(|w| w.pools_per_interval.to_string()).collect();
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {:.1} |",
+            "| {} | {} | {} | {} | {} | {:.1} |",
             w[0].pools_made,
+            if light { "light" } else { "full" },
             if moving {
                 "a packet per pool per second"
             } else {
@@ -1244,12 +1263,12 @@ fn agent_vm_section(r: &Results, s: &mut String) {
             w.iter().map(|w| w.rss_mb).fold(0.0, f64::max)
         );
     }
+    s.push('\n');
     // Each round's moving window over its still window.
     let ratios: Vec<f64> = (1..=rounds)
         .filter_map(|round| {
             let of = |moving: bool| {
-                r.agent_vm
-                    .iter()
+                full.iter()
                     .find(|w| w.round == round && w.moving == moving)
                     .map(|w| w.cpu)
             };
@@ -1260,9 +1279,12 @@ fn agent_vm_section(r: &Results, s: &mut String) {
     if let Some(ratio) = Spread::of(&ratios) {
         let _ = writeln!(
             s,
-            "\n- Moving over still, round by round: {}× the CPU.",
+            "- Moving over still (full), round by round: {}× the CPU.",
             ratio.show(2)
         );
+    }
+    for n in notes {
+        let _ = writeln!(s, "- {}", &n[VM_NOTE.len()..]);
     }
     s.push('\n');
 }
@@ -1325,7 +1347,10 @@ mod tests {
         );
         assert!(line("1000").contains("pool(s), showing 1000 of them at the end,"));
         assert!(!text.contains("Pools moving per interval:"), "{text}");
-        assert!(!text.contains("Where `top` showed fewer pools"), "{text}");
+        assert!(
+            !text.contains("Where `top` showed far fewer pools"),
+            "{text}"
+        );
 
         // Pools the agent knew but saw no packet of, and a dashboard that showed none.
         let mut r = r;
@@ -1338,13 +1363,17 @@ mod tests {
             text.contains("pool(s), showing 0 of them at the end,"),
             "{text}"
         );
-        assert!(text.contains("Where `top` showed fewer pools"), "{text}");
+        assert!(
+            text.contains("Where `top` showed far fewer pools"),
+            "{text}"
+        );
     }
 
     #[test]
     fn the_vm_agent_windows_give_movings_cost_over_still() {
         let window = |moving: bool, round: u32, cpu: f64| AgentVmWindow {
             moving,
+            light: false,
             round,
             secs: 30.0,
             pools_made: 1000,
@@ -1352,39 +1381,58 @@ mod tests {
             cpu,
             rss_mb: 40.0,
         };
-        let agent = AgentRow {
-            pools_made: 1000,
-            pools_listed: 1000,
-            pools_per_interval: 0,
-            pools_exported: 1000,
-            cpu: Spread::of(&[0.3]).unwrap(),
-            cpu_mean: 0.3,
-            rss_mb: 22.0,
-            scrape_ms: None,
-        };
+        // The VM phase alone (`--only agent-vm`): its section stands without the host's rows.
         let r = Results {
-            agent: vec![agent],
             agent_vm: vec![
                 window(false, 1, 4.0),
                 window(true, 1, 6.0),
                 window(true, 2, 9.0),
                 window(false, 2, 3.0),
+                AgentVmWindow {
+                    light: true,
+                    pools_per_interval: 2,
+                    ..window(true, 1, 1.5)
+                },
+            ],
+            agent_notes: vec![
+                format!("{VM_NOTE}`agent-vm` failed in the guest: boom"),
+                "a host note".into(),
             ],
             vm_kernel: Some("7.2.13".into()),
             ..Results::default()
         };
         let text = render(&BenchArgs::default(), &r, Duration::ZERO);
-        assert!(text.contains("### The agent on pools it sees move (VM lab, TCG)"));
-        assert!(text.contains("kernel 7.2.13"));
-        assert!(text.contains("| 1000 | none (still) | 0, 0 |"), "{text}");
         assert!(
-            text.contains("| 1000 | a packet per pool per second | 1000, 1000 |"),
+            text.contains("### 3b. The agent on pools it sees move (VM lab, TCG)"),
             "{text}"
         );
-        // Round 1: 6 / 4; round 2: 9 / 3.
+        assert!(text.contains("kernel 7.2.13"));
         assert!(
-            text.contains("Moving over still, round by round: 2.25 (1.50–3.00, n=2)× the CPU."),
+            text.contains("| 1000 | full | none (still) | 0, 0 |"),
             "{text}"
+        );
+        assert!(
+            text.contains("| 1000 | full | a packet per pool per second | 1000, 1000 |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| 1000 | light | a packet per pool per second | 2 | 1.50 (n=1) |"),
+            "{text}"
+        );
+        // Round 1: 6 / 4; round 2: 9 / 3 (the light window is no round's).
+        assert!(
+            text.contains(
+                "Moving over still (full), round by round: 2.25 (1.50–3.00, n=2)× the CPU."
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("- `agent-vm` failed in the guest: boom"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("a host note"),
+            "host notes go with host rows: {text}"
         );
     }
 

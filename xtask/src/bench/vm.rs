@@ -4,7 +4,7 @@
 use anyhow::Result;
 use std::time::Duration;
 
-use super::report::{AgentVmWindow, StartupRow, WorkloadRow};
+use super::report::{AgentVmWindow, StartupRow, WorkloadRow, VM_NOTE};
 use super::{host, BenchArgs, Results, Spread, Tools, FLOOR_COPIES};
 use crate::vm::{run_script, which, with_libs, Ppscope, VmRun};
 
@@ -19,7 +19,7 @@ pub fn run(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
     if args.wants("startup") {
         phases.push("startup");
     }
-    if args.wants("agent") {
+    if args.wants("agent-vm") {
         phases.push("agent");
     }
     let rounds = args.rounds.unwrap_or(if args.quick { 1 } else { 3 });
@@ -35,8 +35,8 @@ pub fn run(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
         .push((tools.object.clone(), "/lab/ppscope.o".into()));
     // The whole bench took 31 min, most of it here, once the probe cost's windows ran
     // ppscope in copies (2026-12-06): room for a slower boot.
-    // The agent phase adds about 8 min: 1,000 veth pairs made and torn down under TCG, and
-    // six windows of 35 s.
+    // The agent phase adds about 6 min: 1,000 veth pairs made and torn down under TCG, and
+    // seven windows of about 40 s (a trial of one round took 104 s from boot to the end).
     run.timeout = Duration::from_secs(if args.quick { 900 } else { 3300 });
     // bpftrace brings ~200 MB of LLVM and clang: the smoke run leaves the alternatives out.
     if !args.quick {
@@ -162,7 +162,7 @@ pub fn parse(output: &str, configs: &[&str], res: &mut Results) {
                 } else if what.starts_with("floor") {
                     res.probe_cost_notes.push(note);
                 } else if *what == "agent-vm" {
-                    res.agent_notes.push(format!("VM: {note}"));
+                    res.agent_notes.push(format!("{VM_NOTE}{note}"));
                 } else if !res.workload_notes.contains(&note) {
                     res.workload_notes.push(note);
                 }
@@ -227,35 +227,40 @@ pub fn parse(output: &str, configs: &[&str], res: &mut Results) {
         }
     }
     res.startup_notes.dedup();
-    for l in output.lines() {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        if let ["agent-vm", mode, round, made, seen, ticks, secs, rss_kib] = f.as_slice() {
-            let (Ok(round), Ok(made), Ok(seen), Ok(ticks), Ok(secs), Ok(rss_kib)) = (
-                round.parse(),
-                made.parse(),
-                seen.parse(),
-                ticks.parse::<f64>(),
-                secs.parse::<f64>(),
-                rss_kib.parse::<f64>(),
-            ) else {
-                res.agent_notes
-                    .push(format!("VM: an agent window's line did not parse: {l}"));
-                continue;
-            };
-            if secs > 0.0 {
-                res.agent_vm.push(AgentVmWindow {
-                    moving: *mode == "moving",
-                    round,
-                    secs,
-                    pools_made: made,
-                    pools_per_interval: seen,
-                    // USER_HZ ticks (100 a second) per second: % of a core.
-                    cpu: ticks / secs,
-                    rss_mb: rss_kib / 1024.0,
-                });
-            }
+    for l in output.lines().filter(|l| l.starts_with("agent-vm ")) {
+        match agent_window(l) {
+            Some(w) => res.agent_vm.push(w),
+            None => res.agent_notes.push(format!(
+                "{VM_NOTE}an agent window's line did not parse: {l}"
+            )),
         }
     }
+}
+
+/// An `agent-vm MODE ROUND POOLS_MADE POOLS_PER_INTERVAL CPU_TICKS SECONDS RSS_KIB` line.
+fn agent_window(line: &str) -> Option<AgentVmWindow> {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    let ["agent-vm", mode, round, made, seen, ticks, secs, rss_kib] = f.as_slice() else {
+        return None;
+    };
+    let (moving, light) = match *mode {
+        "still" => (false, false),
+        "moving" => (true, false),
+        "light-moving" => (true, true),
+        _ => return None,
+    };
+    let secs: f64 = secs.parse().ok().filter(|s| *s > 0.0)?;
+    Some(AgentVmWindow {
+        moving,
+        light,
+        round: round.parse().ok()?,
+        secs,
+        pools_made: made.parse().ok()?,
+        pools_per_interval: seen.parse().ok()?,
+        // USER_HZ ticks (100 a second) per second: % of a core.
+        cpu: ticks.parse::<f64>().ok()? / secs,
+        rss_mb: rss_kib.parse::<f64>().ok()? / 1024.0,
+    })
 }
 
 #[cfg(test)]
@@ -290,16 +295,26 @@ tool-error floor-copies-kprobe instance 2 did not start\n";
     fn the_agents_windows_are_read_as_percent_of_a_core() {
         let out = "agent-vm still 1 1000 0 150 30.00 40960\n\
 agent-vm moving 1 1000 1000 300 30.00 51200\nagent-vm moving 2 1000 x 300 30.00 51200\n\
+agent-vm light-moving 1 1000 3 60 30.00 30720\nagent-vm still 2 1000 0 150 30.00\n\
 tool-error agent-vm xdp on 1000 devices: boom\n";
         let mut r = Results::default();
         parse(out, &[], &mut r);
-        assert_eq!(r.agent_vm.len(), 2);
-        let (still, moving) = (&r.agent_vm[0], &r.agent_vm[1]);
-        assert!(!still.moving && moving.moving);
+        assert_eq!(r.agent_vm.len(), 3);
+        let (still, moving, light) = (&r.agent_vm[0], &r.agent_vm[1], &r.agent_vm[2]);
+        assert!(!still.moving && moving.moving && !moving.light);
+        assert!(light.moving && light.light && light.cpu == 2.0);
+        assert_eq!(
+            r.agent_notes
+                .iter()
+                .filter(|n| n.contains("did not parse"))
+                .count(),
+            2,
+            "{:?}",
+            r.agent_notes
+        );
         assert_eq!((still.cpu, moving.cpu), (5.0, 10.0));
         assert_eq!((moving.pools_per_interval, moving.round), (1000, 1));
         assert_eq!(moving.rss_mb, 50.0);
-        assert!(r.agent_notes.iter().any(|n| n.contains("did not parse")));
         assert!(r.agent_notes.iter().any(|n| n.contains("boom")));
         assert!(r.workload_notes.is_empty(), "{:?}", r.workload_notes);
     }

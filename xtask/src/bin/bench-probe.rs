@@ -16,7 +16,8 @@
 //! - `bench-probe xdp OBJECT DEV...`: attaches `xdp_pass` to every DEV (gives each veth its
 //!   page_pools), prints `attached N`, and holds them until killed.
 //! - `bench-probe udp ADDR...`: sends one datagram to port 9 of every IPv4 ADDR, written in
-//!   two parts so that it takes a page from the receiving veth's pool ([`send_paged`]).
+//!   two parts so that it takes a fragment of a page from the receiving veth's pool
+//!   ([`send_paged`]).
 //! - `bench-probe udp-every SECONDS ADDR...`: the same every SECONDS, until killed.
 //! - `bench-probe stats-cost OBJECT ROUNDS`: what the kernel's BPF run-time stats cost every
 //!   program while they are on: `xdp_pass` run by `BPF_PROG_TEST_RUN` (the kernel's own loop,
@@ -391,8 +392,8 @@ fn ipv4s(addrs: &[String]) -> Result<Vec<Ipv4Addr>> {
 /// One datagram to port 9 of `to`, written in two parts, the first with `MSG_MORE`: the
 /// second part lands in a page fragment (veth has scatter-gather), so the datagram is
 /// nonlinear, and a veth with XDP copies it into a page of its page_pool. Written at once it
-/// is linear with the headroom XDP needs (veth asks its peer for it) and takes no page
-/// (`ethtool -S`: 7 XDP packets, 2 pool allocations; KERNEL.md, "What touches a veth pool").
+/// reached veth's XDP without taking a page from its pool (in the VM lab, 7.2, `ethtool -S`
+/// of a lab veth: 7 XDP packets, 2 pool allocations).
 fn send_paged(sock: &UdpSocket, to: Ipv4Addr) -> std::io::Result<()> {
     let addr = libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,

@@ -233,33 +233,50 @@ fn no_pools() {
     insta::assert_snapshot!(frame(&app, 80, 24));
 }
 
-/// No pool on a tracepoint-only kernel at --detail light: the headline says that light
-/// traffic is unseen there, whole, in its two lines at 80 columns.
+/// No pool at --detail light: the headline says what could hide one, whole, in its two lines
+/// at 80 columns, for every hint (a refill hook or not, the kernel's stats read or not).
 #[test]
 fn no_pools_where_light_traffic_is_unseen_says_so_in_the_headline() {
-    use ppscope::snapshot::{Backend, Detail};
-    let mut s = Snapshot::with_pools("6.18.0-test", 1.0, vec![]);
-    s.detail = Some(Detail::Light);
-    for (name, backend) in [("alloc", None), ("page_hold", Some(Backend::Tracepoint))] {
-        s.backends.insert(
-            name.into(),
-            ppscope::testing::hook_status(name, backend, None),
+    use ppscope::snapshot::{Backend, Detail, NetlinkSourceView};
+    for (refill, stats) in [(false, false), (true, false), (false, true), (true, true)] {
+        let mut s = Snapshot::with_pools("6.18.0-test", 1.0, vec![]);
+        s.detail = Some(Detail::Light);
+        s.netlink = Some(NetlinkSourceView {
+            stats_available: stats,
+            stats_missing: None,
+            error: None,
+        });
+        for (name, backend) in [
+            ("alloc", None),
+            ("page_hold", Some(Backend::Tracepoint)),
+            ("refill", refill.then_some(Backend::Fentry)),
+        ] {
+            s.backends.insert(
+                name.into(),
+                ppscope::testing::hook_status(name, backend, None),
+            );
+        }
+        let hint = s.quiet_hint().text();
+        let text = frame(&app_with([s]), 80, 24);
+        let headline: String = text
+            .lines()
+            .skip(1)
+            .take(2)
+            .map(str::trim)
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert_eq!(
+            headline,
+            format!("No page_pool activity in this interval ({hint})."),
+            "{text}"
         );
+        if !refill && !stats {
+            assert_eq!(
+                hint,
+                "light traffic is unseen here: a pool shows only at the page allocator"
+            );
+        }
     }
-    let text = frame(&app_with([s]), 80, 24);
-    let headline: String = text
-        .lines()
-        .skip(1)
-        .take(2)
-        .map(str::trim)
-        .collect::<Vec<_>>()
-        .join(" ");
-    assert_eq!(
-        headline,
-        "No page_pool activity in this interval (light traffic is unseen here: a pool shows \
-         only at the page allocator).",
-        "{text}"
-    );
 }
 
 #[test]

@@ -104,7 +104,8 @@ fn vm_bench_quick_smoke() {
     }
     // The agent in the guest (--detail full) saw about every pool move in the windows with
     // traffic, and few in the windows without. Not every one: an interval of an emulated
-    // CPU can miss a pool's datagram (720 of 1,000 pools in one full run's best interval).
+    // CPU can miss a pool's datagram (a trial run of 1,000 pools listed 720 in the best
+    // interval of its moving window).
     let (moving, still): (Vec<_>, Vec<_>) = r
         .agent_vm
         .iter()
@@ -120,7 +121,11 @@ fn vm_bench_quick_smoke() {
         assert!(w.pools_per_interval * 2 > w.pools_made, "{w:?}");
         assert!(w.cpu > 0.0 && w.rss_mb > 1.0, "{w:?}");
     }
-    for w in &still {
+    // A light agent on the same traffic ran, and saw few of the pools move (no refill, no
+    // page allocator, no netlink stats for veth pools).
+    let light: Vec<_> = r.agent_vm.iter().filter(|w| w.light).collect();
+    assert!(!light.is_empty(), "no light window: {:?}", r.agent_notes);
+    for w in light.iter().chain(&still) {
         assert!(w.pools_per_interval * 2 < w.pools_made, "{w:?}");
     }
 }

@@ -288,20 +288,15 @@ fi
 
 # pools_moved: of the snapshot (JSON) on stdin, the pools with a positive count among their
 # allocations, recycles, and pages from and to the allocator (host.rs' pools_moved: an
-# interval's snapshot also lists a pool that did not move while it has advice). The keys are
-# sorted, so a pool's "alloc" object comes first, then "pages", then "recycle".
+# interval's snapshot also lists a pool that did not move while it has advice). The served
+# keys are sorted: "pools" comes before "timeline", and in each pool "alloc" before "pages"
+# and "recycle", flat objects of counts. Streamed, so a snapshot of 1,000 pools (megabytes)
+# costs one pass.
 pools_moved() {
-    awk '{ s = s $0 } END {
-        i = index(s, "\"pools\":"); if (i == 0) { print 0; exit }
-        s = substr(s, i); j = index(s, "\"timeline\":"); if (j) s = substr(s, 1, j)
-        moved = 0; cur = 0; seen = 0
-        while (match(s, /"(alloc|pages|recycle)":\{[^}]*\}/)) {
-            m = substr(s, RSTART, RLENGTH); s = substr(s, RSTART + RLENGTH)
-            if (m ~ /^"alloc"/) { if (cur) moved++; cur = 0; seen = 1 }
-            if (m ~ /:[1-9]/) cur = 1
-        }
-        if (cur) moved++
-        print moved }'
+    sed -e 's/\],"timeline":.*$//' -e 's/^.*"pools":\[//' |
+        grep -oE '"(alloc|pages|recycle)":\{[^}]*\}' |
+        awk '/^"alloc"/ { if (cur) moved++; cur = 0 } /:[1-9]/ { cur = 1 }
+             END { if (cur) moved++; print moved + 0 }'
 }
 
 # agent_window MODE ROUND: one measured window of the running agent ($AGENT).
@@ -313,13 +308,23 @@ agent_window() {
     esac
     # Past the previous window's last moves and into this one's.
     sleep 5
+    if ! kill -0 "$AGENT" 2>/dev/null; then
+        echo "tool-error agent-vm the agent exited before the $1 window of round $2: $(tr '\n' ' ' </tmp/agent.err | cut -c1-300)"
+        [ -n "$_feed" ] && { kill "$_feed"; wait "$_feed" 2>/dev/null; }
+        return 1
+    fi
     ( while :; do scrape >/dev/null 2>&1; sleep 15; done ) &
     _scraper=$!
     _c0=$(awk '{ print $14 + $15 }' "/proc/$AGENT/stat"); _t0=$(cut -d' ' -f1 /proc/uptime)
     sleep "$AGENT_SECS"
-    _c1=$(awk '{ print $14 + $15 }' "/proc/$AGENT/stat"); _t1=$(cut -d' ' -f1 /proc/uptime)
+    _c1=$(awk '{ print $14 + $15 }' "/proc/$AGENT/stat" 2>/dev/null); _t1=$(cut -d' ' -f1 /proc/uptime)
     kill "$_scraper"
     wait "$_scraper" 2>/dev/null
+    if [ -z "$_c1" ]; then
+        echo "tool-error agent-vm the agent exited in the $1 window of round $2: $(tr '\n' ' ' </tmp/agent.err | cut -c1-300)"
+        [ -n "$_feed" ] && { kill "$_feed"; wait "$_feed" 2>/dev/null; }
+        return 1
+    fi
     # The most pools whose counters moved in one interval, of three intervals.
     _most=0
     for _k in 1 2 3; do
@@ -370,18 +375,21 @@ if has_phase agent; then
             echo "tool-error agent-vm xdp on $AGENT_POOLS devices: $(tr '\n' ' ' </tmp/xdpn.log | cut -c1-300)"
         elif agent_up full; then
             # A first packet through each pool once the agent watches: every pool allocates,
-            # and the agent knows them all before the first still window.
+            # and the agent knows them all before the first still window. Then a minute, as
+            # on the host, for the agent's one-minute advice window to fill (the smoke run's
+            # short windows skip it).
             ip netns exec ppn /lab/bench-probe udp $addrs >/dev/null 2>&1
+            [ "$AGENT_SECS" -ge 30 ] && sleep 62
             r=1
             while [ "$r" -le "$ROUNDS" ]; do
                 case $((r % 2)) in 1) order="still moving" ;; *) order="moving still" ;; esac
-                for mode in $order; do agent_window "$mode" "$r"; done
+                for mode in $order; do agent_window "$mode" "$r" || break 2; done
                 r=$((r + 1))
             done
-            stop_agent || true
+            stop_pid "$AGENT" agent-vm
             if agent_up light; then
                 agent_window light-moving 1
-                stop_agent || true
+                stop_pid "$AGENT" agent-vm
             fi
         fi
         kill "$XDPN" 2>/dev/null

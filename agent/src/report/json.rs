@@ -61,6 +61,23 @@ mod tests {
         testing::schema_errors,
     };
 
+    /// The agent serves this as text, and the benchmark's VM phase reads it with sed, grep
+    /// and awk (`pools_moved` in xtask/vm-tests/bench-vm.sh), counting on sorted keys:
+    /// "pools" before "timeline", and in a pool "alloc", then "pages", then "recycle".
+    #[test]
+    fn keys_come_sorted_for_the_benchmarks_shell_reader() {
+        let snap = Snapshot::with_pools(
+            "k",
+            1.0,
+            vec![crate::snapshot::PoolView::unprobed(3, None, None)],
+        );
+        let text = serde_json::to_string(&json(&snap)).unwrap();
+        let at = |k: &str| text.find(k).unwrap_or_else(|| panic!("no {k} in {text}"));
+        assert!(at("\"pools\":[") < at("],\"timeline\":"), "{text}");
+        assert!(at("\"alloc\":{") < at("\"pages\":{"), "{text}");
+        assert!(at("\"pages\":{") < at("\"recycle\":{"), "{text}");
+    }
+
     #[test]
     fn the_schema_file_is_what_the_types_say() {
         assert_schema_file("diagnose.schema.json", &schema());

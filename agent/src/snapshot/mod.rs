@@ -514,7 +514,8 @@ impl Snapshot {
     /// reader the wrong way.
     pub fn quiet_hint(&self) -> QuietHint {
         let on = |h: &str| self.backends.get(h).is_some_and(HookStatus::attached);
-        // Any received packet a pool serves takes an allocation (a fragment's page included).
+        // A pool serving packets allocates now and then: a fragment taken from its current
+        // page passes only the fragment hook, but each new page passes this one.
         if self.backends.is_empty() || on("alloc") {
             QuietHint::NoTraffic
         } else if self.netlink.as_ref().is_some_and(|k| k.stats_available) {

@@ -6,9 +6,12 @@
 //!    program on the same hook (fentry and kprobe in the VM lab, tracepoint on the host).
 //! 2. `workload`: throughput and CPU of three VM lab workloads with no probes, ppscope
 //!    (fentry, kprobe), bpftrace and libbpf-tools funclatency, alternating rounds.
-//! 3. `agent`: CPU share and RSS of `ppscope agent` with 1, 100, 1,000 and 10,000 veth + XDP pools.
-//! 4. `startup`: exec to first snapshot, ppscope vs bpftrace attaching the same hooks.
-//! 5. `simulator`: burst-profile replay speed and advice time.
+//! 3. `agent`: CPU share and RSS of `ppscope agent` with 1, 100, 1,000 and 10,000 veth + XDP
+//!    pools, and of `ppscope top` on 1,000 and 10,000.
+//! 4. `agent-vm`: the agent in the VM lab on 1,000 pools it sees move (`--detail full`), in
+//!    windows with and without traffic, then a window at `--detail light`.
+//! 5. `startup`: exec to first snapshot, ppscope vs bpftrace attaching the same hooks.
+//! 6. `simulator`: burst-profile replay speed and advice time.
 //!
 //! Each runs in `host` (this kernel) or `vm` (the lab, TCG); [`report`] writes the file.
 

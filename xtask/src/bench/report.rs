@@ -150,7 +150,8 @@ slow-path allocation or a page to or from the page allocator, and netlink lists 
 (a pool made without a netdev), while a pool taking a fragment of a page from its own cache \
 each second makes none of these. Such a row is the cost of keeping that many pools and \
 reading their counters every second; the work that grows with pools seen moving (their \
-entries in a snapshot, advice for changed profiles) is not in it: section 3b measures it.\n";
+entries in a snapshot, advice for changed profiles) is not in it: the VM lab's agent phase \
+(`agent-vm`, section 3b) measures it.\n";
 
 /// `ppscope top` on the agent's pools: at most this % of a core (mean of the 1 s samples).
 pub const TOP_CPU_TARGET: f64 = 1.0;
@@ -1221,16 +1222,19 @@ fn agent_vm_section(r: &Results, s: &mut String) {
         s,
         "### 3b. The agent on pools it sees move (VM lab, TCG)\n\n\
          In the VM lab (kernel {kernel}), `ppscope agent --interval 1s --detail full` on N \
-         veth pools (XDP on each) that it saw made, each datagram taking a fragment of a pool \
-         page, which full's allocation hooks count: windows of about {secs:.0} s alternate \
-         between no traffic (still: the pools are known, nothing moves) and a packet to each \
-         pool every second (moving), {rounds} round(s), the order turning each round, \
-         `/metrics` scraped every 15 s in each. `--detail full`, because `--detail light` sees \
-         little of these pools move (the last row: one moving window of a light agent on the \
-         same pools; \"Pools moving per interval\" in section 3 says why). CPU is of an \
-         emulated core, which TCG runs many times slower than a real one: these figures are \
-         not the target's. What they show is what the pools' moving adds to a full agent, as \
-         the ratio of moving over still windows in one boot.\n"
+         veth pools (XDP on each) that it saw allocate, each datagram taking a fragment of a pool \
+         page, which full's allocation hooks count: after a minute for its advice window to \
+         fill, windows of about {secs:.0} s alternate between no traffic (still: the pools are \
+         known, nothing moves) and a packet to each pool every second (moving), {rounds} \
+         round(s), the order turning each round, `/metrics` scraped every 15 s in each. \
+         `--detail full`, because `--detail light` sees little or none of these pools move \
+         (the last row: one moving window of a light agent on the same pools): it sees a veth \
+         pool only at a refill, a slow-path allocation or a page to or from the page \
+         allocator, a pool taking a fragment of a page from its own cache makes none of these, \
+         and netlink lists no veth pool. CPU is of an emulated core, which TCG runs many times \
+         slower than a real one: these figures are not the target's. What they show is what \
+         the pools' moving adds to a full agent, as the ratio of moving over still windows in \
+         one boot.\n"
     );
     let _ = writeln!(
         s,

@@ -1,5 +1,5 @@
 //! Benchmarks in the VM lab (`xtask/vm-tests/bench-vm.sh`): fentry and kprobe probe cost,
-//! workload slowdown, and start-up with kprobes. The guest's CPUs are emulated (TCG): the
+//! workload slowdown, start-up with kprobes, and the agent on pools it sees move. The guest's CPUs are emulated (TCG): the
 //! figures compare configurations within one run; they say nothing of real hardware speed.
 use anyhow::Result;
 use std::time::Duration;

@@ -277,11 +277,17 @@ if has_phase startup; then
     done
 fi
 # The agent on pools whose movement it sees every interval: AGENT_POOLS veth pairs, the
-# receivers (pnN, XDP on each) here, the senders (pqN) in ppn. Each datagram takes a fragment
-# of a pool page (bench-probe writes it in two parts), which --detail full's allocation hooks
-# see. Windows alternate between no traffic (still: the agent knows the pools, nothing moves)
-# and a packet to each pool every second (moving), the order turning each round, and
-# /metrics is scraped every 15 s in each, as the host benchmark does. Last, one moving window
+# receivers (pnN, XDP on each) here, the senders (pqN) in ppn, with an MTU of 3,000 so that a
+# datagram of DATAGRAM bytes passes whole. bench-probe writes it in two parts: veth copies it
+# into a pool page of its own, allocated and recycled page by page, which --detail full's
+# allocation and recycle hooks count, so every pool's burst profile moves and the agent
+# replays it at every ring size (its advice, every 5 s). (A small datagram takes a fragment of
+# a page the pool reuses in place: only the fragment hook moves, and no pool is advised.)
+# Windows alternate between no traffic (still: the agent knows the pools, nothing moves, and
+# no pool has advice left: the window waits until the last moving window's samples have left
+# the agent's one-minute advice window) and a packet to each pool every second (moving), the
+# order turning each round, and /metrics is scraped every 15 s in each, as the host benchmark
+# does. Last, one moving window
 # of an agent at --detail light (its default) on the same pools: mode light-moving. CPU_TICKS
 # are the agent's utime + stime over the window in USER_HZ ticks (100 a second: ticks per
 # second are % of a core).
@@ -299,15 +305,29 @@ pools_moved() {
              END { if (cur) moved++; print moved + 0 }'
 }
 
+DATAGRAM=2600
+
+# advised: how many pools of an interval's snapshot have advice.
+advised() {
+    scrape '/api/v1/snapshot?window=interval' | grep -o '"advice":{' | wc -l
+}
+
 # agent_window MODE ROUND: one measured window of the running agent ($AGENT).
 agent_window() {
     _feed=""
     case $1 in *moving)
-        ip netns exec ppn /lab/bench-probe udp-every 1 $addrs >/dev/null 2>&1 &
+        ip netns exec ppn /lab/bench-probe udp-every 1 --bytes "$DATAGRAM" $addrs >/dev/null 2>&1 &
         _feed=$!
     esac
-    # Past the previous window's last moves and into this one's.
+    # Past the previous window's last moves (and their advice, which the next collection
+    # computes) and into this one's.
     sleep 5
+    if [ "$1" = still ]; then
+        # Until no pool is advised (at most 5 min): under TCG a collection that advises 1,000
+        # pools takes more than its second, so a minute of samples takes longer.
+        _w=0
+        while [ "$(advised)" -gt 0 ] && [ "$_w" -lt 60 ]; do sleep 5; _w=$((_w + 1)); done
+    fi
     if ! kill -0 "$AGENT" 2>/dev/null; then
         echo "tool-error agent-vm the agent exited before the $1 window of round $2: $(tr '\n' ' ' </tmp/agent.err | cut -c1-300)"
         [ -n "$_feed" ] && { kill "$_feed"; wait "$_feed" 2>/dev/null; }
@@ -360,7 +380,7 @@ if has_phase agent; then
     v6_default=$(cat /proc/sys/net/ipv6/conf/default/disable_ipv6)
     echo 1 >/proc/sys/net/ipv6/conf/default/disable_ipv6
     ip netns exec ppn sh -c 'echo 1 >/proc/sys/net/ipv6/conf/default/disable_ipv6'
-    awk -v n="$AGENT_POOLS" 'BEGIN { for (i = 0; i < n; i++) printf "link add pn%d address 02:0a:00:00:%02x:%02x type veth peer name pq%d address 02:0b:00:00:%02x:%02x netns ppn\n", i, int(i / 256), i % 256, i, int(i / 256), i % 256 }' >/tmp/pairs.b
+    awk -v n="$AGENT_POOLS" 'BEGIN { for (i = 0; i < n; i++) printf "link add pn%d mtu 3000 address 02:0a:00:00:%02x:%02x type veth peer name pq%d mtu 3000 address 02:0b:00:00:%02x:%02x netns ppn\n", i, int(i / 256), i % 256, i, int(i / 256), i % 256 }' >/tmp/pairs.b
     # Receivers 198.19.B.4k+2, senders 198.19.B.4k+1: a /30 per pair (the lab's 198.18.0.0/15).
     awk -v n="$AGENT_POOLS" 'BEGIN { for (i = 0; i < n; i++) printf "addr add 198.19.%d.%d/30 dev pn%d\nlink set pn%d up\nneigh add 198.19.%d.%d lladdr 02:0b:00:00:%02x:%02x dev pn%d nud permanent\n", int(i / 64), (i % 64) * 4 + 2, i, i, int(i / 64), (i % 64) * 4 + 1, int(i / 256), i % 256, i }' >/tmp/pn.b
     awk -v n="$AGENT_POOLS" 'BEGIN { for (i = 0; i < n; i++) printf "addr add 198.19.%d.%d/30 dev pq%d\nlink set pq%d up\nneigh add 198.19.%d.%d lladdr 02:0a:00:00:%02x:%02x dev pq%d nud permanent\n", int(i / 64), (i % 64) * 4 + 1, i, i, int(i / 64), (i % 64) * 4 + 2, int(i / 256), i % 256, i }' >/tmp/pq.b
@@ -375,11 +395,9 @@ if has_phase agent; then
             echo "tool-error agent-vm xdp on $AGENT_POOLS devices: $(tr '\n' ' ' </tmp/xdpn.log | cut -c1-300)"
         elif agent_up full; then
             # A first packet through each pool once the agent watches: every pool allocates,
-            # and the agent knows them all before the first still window. Then a minute, as
-            # on the host, for the agent's one-minute advice window to fill (the smoke run's
-            # short windows skip it).
-            ip netns exec ppn /lab/bench-probe udp $addrs >/dev/null 2>&1
-            [ "$AGENT_SECS" -ge 30 ] && sleep 62
+            # and the agent knows them all before the first still window (which waits until
+            # that packet has left the advice window).
+            ip netns exec ppn /lab/bench-probe udp --bytes "$DATAGRAM" $addrs >/dev/null 2>&1
             r=1
             while [ "$r" -le "$ROUNDS" ]; do
                 case $((r % 2)) in 1) order="still moving" ;; *) order="moving still" ;; esac

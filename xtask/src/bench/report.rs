@@ -1222,19 +1222,22 @@ fn agent_vm_section(r: &Results, s: &mut String) {
         s,
         "### 3b. The agent on pools it sees move (VM lab, TCG)\n\n\
          In the VM lab (kernel {kernel}), `ppscope agent --interval 1s --detail full` on N \
-         veth pools (XDP on each) that it saw allocate, each datagram taking a fragment of a pool \
-         page, which full's allocation hooks count: after a minute for its advice window to \
-         fill, windows of about {secs:.0} s alternate between no traffic (still: the pools are \
-         known, nothing moves) and a packet to each pool every second (moving), {rounds} \
-         round(s), the order turning each round, `/metrics` scraped every 15 s in each. \
-         `--detail full`, because `--detail light` sees little or none of these pools move \
-         (the last row: one moving window of a light agent on the same pools): it sees a veth \
-         pool only at a refill, a slow-path allocation or a page to or from the page \
-         allocator, a pool taking a fragment of a page from its own cache makes none of these, \
-         and netlink lists no veth pool. CPU is of an emulated core, which TCG runs many times \
+         veth pools (XDP on each, MTU 3,000) that it saw allocate. Each datagram of 2,600 \
+         bytes takes a pool page of its own, allocated and recycled page by page, which \
+         full's allocation and recycle hooks count: every pool's burst profile moves, so the \
+         agent replays each at every ring size for its advice, every 5 s. Windows of about \
+         {secs:.0} s alternate between no traffic (still: the pools are known, nothing moves, \
+         and the window starts once no pool has advice left) and a packet to each pool every \
+         second (moving), {rounds} round(s), the order turning each round, `/metrics` scraped \
+         every 15 s in each. `--detail full`, because `--detail light` sees little or none of \
+         these pools move (the last row: one moving window of a light agent on the same \
+         pools): it sees a veth pool only at a refill, a slow-path allocation or a page to or \
+         from the page allocator, a pool taking a page a second refills its cache from its \
+         ring about once a minute and never uses the allocator, and netlink lists no veth \
+         pool. CPU is of an emulated core, which TCG runs many times \
          slower than a real one: these figures are not the target's. What they show is what \
-         the pools' moving adds to a full agent, as the ratio of moving over still windows in \
-         one boot.\n"
+         pools seen moving (their advice included) add to a full agent, as the ratio of \
+         moving over still windows in one boot.\n"
     );
     let _ = writeln!(
         s,

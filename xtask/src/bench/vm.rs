@@ -35,8 +35,9 @@ pub fn run(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
         .push((tools.object.clone(), "/lab/ppscope.o".into()));
     // The whole bench took 31 min, most of it here, once the probe cost's windows ran
     // ppscope in copies (2026-12-06): room for a slower boot.
-    // The agent phase adds about 6 min: 1,000 veth pairs made and torn down under TCG, and
-    // seven windows of about 40 s (a trial of one round took 104 s from boot to the end).
+    // The agent phase adds about 12 min: 1,000 veth pairs made and torn down under TCG,
+    // seven windows of about 40 s, and before each still window the wait (up to 5 min) for
+    // the agent's advice window to empty.
     run.timeout = Duration::from_secs(if args.quick { 900 } else { 3300 });
     // bpftrace brings ~200 MB of LLVM and clang: the smoke run leaves the alternatives out.
     if !args.quick {

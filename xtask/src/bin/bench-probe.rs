@@ -18,7 +18,9 @@
 //! - `bench-probe udp ADDR...`: sends one datagram to port 9 of every IPv4 ADDR, written in
 //!   two parts so that it takes a fragment of a page from the receiving veth's pool
 //!   ([`send_paged`]).
-//! - `bench-probe udp-every SECONDS ADDR...`: the same every SECONDS, until killed.
+//! - `bench-probe udp-every SECONDS ADDR...`: the same every SECONDS, until killed. Both take
+//!   `--bytes N` before the addresses: the datagram's size (a page of its own above half a
+//!   page, where the link's MTU lets it through whole).
 //! - `bench-probe stats-cost OBJECT ROUNDS`: what the kernel's BPF run-time stats cost every
 //!   program while they are on: `xdp_pass` run by `BPF_PROG_TEST_RUN` (the kernel's own loop,
 //!   `STATS_RUNS` runs a window) with the stats off, then on (`BPF_ENABLE_STATS` held), ROUNDS
@@ -389,12 +391,15 @@ fn ipv4s(addrs: &[String]) -> Result<Vec<Ipv4Addr>> {
         .collect()
 }
 
-/// One datagram to port 9 of `to`, written in two parts, the first with `MSG_MORE`: the
-/// second part lands in a page fragment (veth has scatter-gather), so the datagram is
-/// nonlinear, and a veth with XDP copies it into a page of its page_pool. Written at once it
-/// reached veth's XDP without taking a page from its pool (in the VM lab, 7.2, `ethtool -S`
-/// of a lab veth: 7 XDP packets, 2 pool allocations).
-fn send_paged(sock: &UdpSocket, to: Ipv4Addr) -> std::io::Result<()> {
+/// One datagram of `bytes` to port 9 of `to`, written in two parts, the first with
+/// `MSG_MORE`: the second part lands in a page fragment (veth has scatter-gather), so the
+/// datagram is nonlinear, and a veth with XDP copies it into its page_pool: a small one into
+/// a fragment of a page (`page_pool_alloc_frag_netmem`, which reuses its page in place), one
+/// over half a page (on a link whose MTU lets it through whole) into a page of its own,
+/// allocated and recycled page by page (`page_pool_alloc_netmems`, then a put). Written at
+/// once, a small datagram reached veth's XDP without taking a page from its pool (in the VM
+/// lab, 7.2, `ethtool -S` of a lab veth: 7 XDP packets, 2 pool allocations).
+fn send_paged(sock: &UdpSocket, to: Ipv4Addr, bytes: usize) -> std::io::Result<()> {
     let addr = libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: 9u16.to_be(),
@@ -403,7 +408,9 @@ fn send_paged(sock: &UdpSocket, to: Ipv4Addr) -> std::io::Result<()> {
         },
         sin_zero: [0; 8],
     };
-    for (part, flags) in [(&b"ppscope-"[..], libc::MSG_MORE), (&b"bench"[..], 0)] {
+    let first = b"ppscope-";
+    let rest = vec![b'b'; bytes.saturating_sub(first.len()).max(1)];
+    for (part, flags) in [(&first[..], libc::MSG_MORE), (&rest[..], 0)] {
         // SAFETY: a valid buffer and a sockaddr_in of the size given.
         let n = unsafe {
             libc::sendto(
@@ -422,11 +429,29 @@ fn send_paged(sock: &UdpSocket, to: Ipv4Addr) -> std::io::Result<()> {
     Ok(())
 }
 
-fn udp(addrs: &[String]) -> Result<()> {
+/// `[--bytes N] ADDR...`: the datagram's size (default [`SMALL_DATAGRAM`] bytes) and where to.
+fn size_and_addrs(args: &[String]) -> Result<(usize, Vec<Ipv4Addr>)> {
+    match args {
+        [flag, n, addrs @ ..] if flag == "--bytes" && !addrs.is_empty() => {
+            let n: usize = n.parse().context("--bytes N: N must be a number")?;
+            if !(SMALL_DATAGRAM..=9000).contains(&n) {
+                bail!("--bytes {n}: from {SMALL_DATAGRAM} to 9000");
+            }
+            Ok((n, ipv4s(addrs)?))
+        }
+        _ => Ok((SMALL_DATAGRAM, ipv4s(args)?)),
+    }
+}
+
+/// The smallest datagram: its first part (`ppscope-`) and a second of five bytes.
+const SMALL_DATAGRAM: usize = 13;
+
+fn udp(args: &[String]) -> Result<()> {
+    let (bytes, addrs) = size_and_addrs(args)?;
     let sock = UdpSocket::bind("0.0.0.0:0")?;
     let mut sent = 0;
-    for a in ipv4s(addrs)? {
-        if send_paged(&sock, a).is_ok() {
+    for a in addrs {
+        if send_paged(&sock, a, bytes).is_ok() {
             sent += 1;
         }
     }
@@ -436,13 +461,13 @@ fn udp(addrs: &[String]) -> Result<()> {
 
 /// One packet to each address every `every`, until killed: pools that keep receiving (each
 /// packet takes a page from its pool), as an always-on agent sees them on a busy host.
-fn udp_every(every: Duration, addrs: &[String]) -> Result<()> {
+fn udp_every(every: Duration, args: &[String]) -> Result<()> {
+    let (bytes, addrs) = size_and_addrs(args)?;
     let sock = UdpSocket::bind("0.0.0.0:0")?;
-    let addrs = ipv4s(addrs)?;
     let mut next = Instant::now();
     loop {
         for a in &addrs {
-            let _ = send_paged(&sock, *a);
+            let _ = send_paged(&sock, *a, bytes);
         }
         next += every;
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
@@ -645,7 +670,7 @@ fn main() -> ExitCode {
             Err(_) => Err(anyhow::anyhow!("TIMEOUT_S must be a number")),
         },
         _ => {
-            eprintln!("usage: bench-probe floor OBJECT fentry|kprobe|tracepoint SECONDS | xdp OBJECT DEV... | udp ADDR... | udp-every SECONDS ADDR... | stats-cost OBJECT ROUNDS | startup TIMEOUT_S PATTERN CMD ARGS...");
+            eprintln!("usage: bench-probe floor OBJECT fentry|kprobe|tracepoint SECONDS | xdp OBJECT DEV... | udp [--bytes N] ADDR... | udp-every SECONDS [--bytes N] ADDR... | stats-cost OBJECT ROUNDS | startup TIMEOUT_S PATTERN CMD ARGS...");
             return ExitCode::from(2);
         }
     };

@@ -25,7 +25,10 @@ ip netns exec ppa iperf3 -c 198.18.0.2 -t "$SECS" >/tmp/iperf-alone.txt
 sleep 2
 echo "@@kprobe-alone"; scrape | grep -E "^ppscope_(skipped_runs|kprobe_missed)_total" || true
 # The kprobe agent's BPF link descriptors (aya's and the copies it reads the counts from).
-links_held() { ls -l "/proc/$AGENT/fd" | grep -c "bpf_link" || true; }
+# ls's errors are dropped: a descriptor that closes while ls lists them (a scrape's or a
+# netlink socket) printed "No such file or directory" into the section, which then did not
+# read as a number (a CI run, 2026-12-06).
+links_held() { ls -l "/proc/$AGENT/fd" 2>/dev/null | grep -c "bpf_link" || true; }
 echo "@@kprobe-links-alone"; links_held
 
 bpftrace -e 'BEGIN { printf("bpftrace ready\n"); }

@@ -312,6 +312,11 @@ advised() {
     scrape '/api/v1/snapshot?window=interval' | grep -o '"advice":{' | wc -l
 }
 
+# agent_ticks: the running agent's utime + stime (USER_HZ ticks); empty once it has exited.
+agent_ticks() {
+    awk '{ print $14 + $15 }' "/proc/$AGENT/stat" 2>/dev/null
+}
+
 # agent_window MODE ROUND: one measured window of the running agent ($AGENT).
 agent_window() {
     _feed=""
@@ -335,9 +340,9 @@ agent_window() {
     fi
     ( while :; do scrape >/dev/null 2>&1; sleep 15; done ) &
     _scraper=$!
-    _c0=$(awk '{ print $14 + $15 }' "/proc/$AGENT/stat"); _t0=$(cut -d' ' -f1 /proc/uptime)
+    _c0=$(agent_ticks); _t0=$(cut -d' ' -f1 /proc/uptime)
     sleep "$AGENT_SECS"
-    _c1=$(awk '{ print $14 + $15 }' "/proc/$AGENT/stat" 2>/dev/null); _t1=$(cut -d' ' -f1 /proc/uptime)
+    _c1=$(agent_ticks); _t1=$(cut -d' ' -f1 /proc/uptime)
     kill "$_scraper"
     wait "$_scraper" 2>/dev/null
     if [ -z "$_c1" ]; then

@@ -495,13 +495,18 @@ pub struct Snapshot {
 pub const ADVICE_NEEDS: &str = "it needs the refill hook (fentry or kprobes) with page_hold and page_release, or the alloc and recycle hooks, which this kernel does not give";
 
 impl Snapshot {
+    /// Whether the source attached `hook` (by its name in `backends`).
+    fn hook_attached(&self, hook: &str) -> bool {
+        self.backends.get(hook).is_some_and(HookStatus::attached)
+    }
+
     /// [`ADVICE_NEEDS`] when the hooks the advice replays are missing from this snapshot's
     /// source; None when they are attached, or when the source names no hooks (a simulation).
     pub fn advice_unavailable(&self) -> Option<&'static str> {
         if self.backends.is_empty() {
             return None;
         }
-        let on = |h: &str| self.backends.get(h).is_some_and(HookStatus::attached);
+        let on = |h: &str| self.hook_attached(h);
         ProfileBasis::from_hooks(on)
             .is_none()
             .then_some(ADVICE_NEEDS)
@@ -513,7 +518,7 @@ impl Snapshot {
     /// page_pool stats are not read, its traffic is invisible and "no traffic?" would send the
     /// reader the wrong way.
     pub fn quiet_hint(&self) -> QuietHint {
-        let on = |h: &str| self.backends.get(h).is_some_and(HookStatus::attached);
+        let on = |h: &str| self.hook_attached(h);
         // A pool serving packets allocates now and then: a fragment taken from its current
         // page passes only the fragment hook, but each new page passes this one.
         if self.backends.is_empty() || on("alloc") {

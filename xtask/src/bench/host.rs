@@ -749,8 +749,9 @@ pub fn agent(args: &BenchArgs, tools: &Tools, res: &mut Results) -> Result<()> {
         // fragment of a pool page), as on a busy host. Whether the agent sees them move each
         // interval depends on the kernel: on this host (tracepoints only, no page_pool stats)
         // --detail light sees a pool only when it uses the page allocator (no refill hook
-        // attaches there), which one packet a second never makes it do (the row's "pools moving per interval" says
-        // what the agent saw; the VM lab's agent phase has pools it sees move).
+        // attaches there), which one packet a second never makes it do (the row's "pools
+        // moving per interval" says what the agent saw; the VM lab's agent phase has pools it
+        // sees move).
         let mut feed = Command::new("ip")
             .args(["netns", "exec", NS_A])
             .arg(&tools.bench_probe)

@@ -399,7 +399,7 @@ fn ipv4s(addrs: &[String]) -> Result<Vec<Ipv4Addr>> {
 /// allocated and recycled page by page (`page_pool_alloc_netmems`, then a put). Written at
 /// once, a small datagram reached veth's XDP without taking a page from its pool (in the VM
 /// lab, 7.2, `ethtool -S` of a lab veth: 7 XDP packets, 2 pool allocations).
-fn send_paged(sock: &UdpSocket, to: Ipv4Addr, bytes: usize) -> std::io::Result<()> {
+fn send_paged(sock: &UdpSocket, to: Ipv4Addr, rest: &[u8]) -> std::io::Result<()> {
     let addr = libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: 9u16.to_be(),
@@ -408,9 +408,7 @@ fn send_paged(sock: &UdpSocket, to: Ipv4Addr, bytes: usize) -> std::io::Result<(
         },
         sin_zero: [0; 8],
     };
-    let first = b"ppscope-";
-    let rest = vec![b'b'; bytes.saturating_sub(first.len()).max(1)];
-    for (part, flags) in [(&first[..], libc::MSG_MORE), (&rest[..], 0)] {
+    for (part, flags) in [(&FIRST_PART[..], libc::MSG_MORE), (rest, 0)] {
         // SAFETY: a valid buffer and a sockaddr_in of the size given.
         let n = unsafe {
             libc::sendto(
@@ -443,15 +441,24 @@ fn size_and_addrs(args: &[String]) -> Result<(usize, Vec<Ipv4Addr>)> {
     }
 }
 
-/// The smallest datagram: its first part (`ppscope-`) and a second of five bytes.
+/// The smallest datagram: its first part and a second of five bytes.
 const SMALL_DATAGRAM: usize = 13;
+
+/// What a datagram's first part (sent with `MSG_MORE`) holds.
+const FIRST_PART: &[u8; 8] = b"ppscope-";
+
+/// A datagram's second part, made once for every datagram of `bytes`.
+fn second_part(bytes: usize) -> Vec<u8> {
+    vec![b'b'; bytes.saturating_sub(FIRST_PART.len()).max(1)]
+}
 
 fn udp(args: &[String]) -> Result<()> {
     let (bytes, addrs) = size_and_addrs(args)?;
+    let rest = second_part(bytes);
     let sock = UdpSocket::bind("0.0.0.0:0")?;
     let mut sent = 0;
     for a in addrs {
-        if send_paged(&sock, a, bytes).is_ok() {
+        if send_paged(&sock, a, &rest).is_ok() {
             sent += 1;
         }
     }
@@ -463,11 +470,12 @@ fn udp(args: &[String]) -> Result<()> {
 /// packet takes a page from its pool), as an always-on agent sees them on a busy host.
 fn udp_every(every: Duration, args: &[String]) -> Result<()> {
     let (bytes, addrs) = size_and_addrs(args)?;
+    let rest = second_part(bytes);
     let sock = UdpSocket::bind("0.0.0.0:0")?;
     let mut next = Instant::now();
     loop {
         for a in &addrs {
-            let _ = send_paged(&sock, *a, bytes);
+            let _ = send_paged(&sock, *a, &rest);
         }
         next += every;
         std::thread::sleep(next.saturating_duration_since(Instant::now()));

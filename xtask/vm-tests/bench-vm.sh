@@ -317,6 +317,13 @@ agent_ticks() {
     awk '{ print $14 + $15 }' "/proc/$AGENT/stat" 2>/dev/null
 }
 
+# agent_gone WHEN: the agent has exited; a tool-error line with its last words, and the
+# window's feed ($_feed) stopped.
+agent_gone() {
+    echo "tool-error agent-vm the agent exited $1: $(tr '\n' ' ' </tmp/agent.err | cut -c1-300)"
+    [ -n "$_feed" ] && { kill "$_feed"; wait "$_feed" 2>/dev/null; }
+}
+
 # agent_window MODE ROUND: one measured window of the running agent ($AGENT).
 agent_window() {
     _feed=""
@@ -334,8 +341,7 @@ agent_window() {
         while [ "$(advised)" -gt 0 ] && [ "$_w" -lt 60 ]; do sleep 5; _w=$((_w + 1)); done
     fi
     if ! kill -0 "$AGENT" 2>/dev/null; then
-        echo "tool-error agent-vm the agent exited before the $1 window of round $2: $(tr '\n' ' ' </tmp/agent.err | cut -c1-300)"
-        [ -n "$_feed" ] && { kill "$_feed"; wait "$_feed" 2>/dev/null; }
+        agent_gone "before the $1 window of round $2"
         return 1
     fi
     ( while :; do scrape >/dev/null 2>&1; sleep 15; done ) &
@@ -346,8 +352,7 @@ agent_window() {
     kill "$_scraper"
     wait "$_scraper" 2>/dev/null
     if [ -z "$_c1" ]; then
-        echo "tool-error agent-vm the agent exited in the $1 window of round $2: $(tr '\n' ' ' </tmp/agent.err | cut -c1-300)"
-        [ -n "$_feed" ] && { kill "$_feed"; wait "$_feed" 2>/dev/null; }
+        agent_gone "in the $1 window of round $2"
         return 1
     fi
     # The most pools whose counters moved in one interval, of three intervals.
